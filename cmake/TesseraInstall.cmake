@@ -1,0 +1,19 @@
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+install(TARGETS tessera tessera_headers EXPORT TesseraTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# Public headers keep their repository-rooted paths: <tessera/tessera.h>, "runtime/tensor.h", ...
+install(DIRECTORY runtime tessera DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tessera
+  FILES_MATCHING PATTERN "*.h")
+install(EXPORT TesseraTargets NAMESPACE Tessera:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Tessera)
+configure_package_config_file(cmake/TesseraConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/TesseraConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Tessera)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/TesseraConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/TesseraConfig.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/TesseraConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Tessera)

@@ -1,0 +1,13 @@
+// The one place that installs kernels into the runtime's tables (see runtime/dispatch.h).
+
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace tessera::detail {
+
+bool install_kernels(DeviceType device, KernelTable& table) {
+  if (device != DeviceType::CPU) return false;
+  cpu::register_copy_kernels(table);
+  return true;
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,97 @@
+#pragma once
+// Kernel tables: op entry points in runtime/ops/ validate arguments, compute result shapes and
+// dtypes, allocate outputs, then call the kernel of the tensors' device through this table.
+// kernels/cpu and kernels/cuda fill their table in one explicit registration function each
+// (see detail::install_kernels). Kernels may assume what each comment promises.
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/op_table.h"
+#include "runtime/tensor.h"
+
+namespace tessera {
+
+struct PhiloxState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // in units of 128-bit Philox outputs (4 x uint32)
+};
+
+struct KernelTable {
+  // dst and src have equal shapes; any dtypes (converted), any strides (may overlap only if equal).
+  void (*copy)(const Tensor& dst, const Tensor& src) = nullptr;
+  void (*fill)(const Tensor& dst, const Scalar& value) = nullptr;
+
+  // out and in have equal shapes and dtypes; in may be strided.
+  void (*unary)(UnaryOp op, const Tensor& out, const Tensor& in) = nullptr;
+  // a and b have out's shape (broadcast dims have stride 0) and the same dtype (the compute
+  // dtype); out has that dtype, or kBool for comparisons.
+  void (*binary)(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) = nullptr;
+  // cond (kBool), a, b have out's shape and a, b out's dtype.
+  void (*where)(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = nullptr;
+  // out = min(max(in, lo), hi); has_lo / has_hi say which bound applies. Same shape and dtype.
+  void (*clamp)(const Tensor& out, const Tensor& in, const Scalar& lo, bool has_lo,
+                const Scalar& hi, bool has_hi) = nullptr;
+
+  // out has in's shape with each reduced dim of size 1 (keepdim form), contiguous. `dims` sorted,
+  // unique, non-empty. For kVar, `param` is the correction; for kNorm it is p (inf allowed).
+  // kArgmax/kArgmin reduce exactly one dim and write kInt64.
+  void (*reduce)(ReductionOp op, const Tensor& out, const Tensor& in, const std::vector<int64_t>& dims,
+                 double param) = nullptr;
+
+  // a [batch..., M, K], b [batch..., K, N] with equal (already broadcast) batch dims, any strides;
+  // out [batch..., M, N] contiguous; all three of one floating or integral dtype.
+  void (*matmul)(const Tensor& out, const Tensor& a, const Tensor& b) = nullptr;
+
+  // Along `dim` of in (same shape/dtype as out, floating). log selects log_softmax.
+  void (*softmax)(const Tensor& out, const Tensor& in, int64_t dim, bool log) = nullptr;
+  // Normalizes over the last `norm_ndim` dims of in. weight/bias may be undefined. mean and rstd
+  // (contiguous, float32 or float64, shape = leading dims) receive the statistics for backward.
+  void (*layer_norm)(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& in,
+                     const Tensor& weight, const Tensor& bias, int64_t norm_ndim,
+                     double eps) = nullptr;
+  // As layer_norm without centering or bias; rstd receives 1/rms.
+  void (*rms_norm)(const Tensor& out, const Tensor& rstd, const Tensor& in, const Tensor& weight,
+                   int64_t norm_ndim, double eps) = nullptr;
+  // out[i, :] = weight[indices[i], :]; indices int32/int64 already validated in range, flattened.
+  void (*embedding)(const Tensor& out, const Tensor& weight, const Tensor& indices) = nullptr;
+  // Per-sample loss of log-probabilities logp [N, C] against target [N] (int64), with label
+  // smoothing; samples equal to ignore_index get 0 and are not counted. out [N].
+  void (*nll_loss)(const Tensor& out, const Tensor& logp, const Tensor& target, int64_t ignore_index,
+                   double label_smoothing) = nullptr;
+
+  // Random fills of a contiguous out, element i from Philox counter (state.offset + i / 4).
+  void (*uniform)(const Tensor& out, PhiloxState state, double low, double high) = nullptr;
+  void (*normal)(const Tensor& out, PhiloxState state, double mean, double stddev) = nullptr;
+  void (*randint)(const Tensor& out, PhiloxState state, int64_t low, int64_t high) = nullptr;
+  // out[i] = start + i * step (contiguous out, any dtype).
+  void (*arange)(const Tensor& out, double start, double step) = nullptr;
+};
+
+// The table of a device type; throws DeviceError if that device has no kernels in this build.
+const KernelTable& kernels(DeviceType device, const char* op);
+inline const KernelTable& kernels_for(const Tensor& t, const char* op) {
+  return kernels(t.device().type(), op);
+}
+
+namespace detail {
+// Defined in kernels/register.cpp: fills `table` for `device`; returns false when this build has
+// no kernels for it. Called once per device type.
+bool install_kernels(DeviceType device, KernelTable& table);
+}  // namespace detail
+
+// Calls f(T{}) with T the C++ type of dtype (bool, uint8_t, int32_t, int64_t, Half, BFloat16,
+// float, double).
+template <typename F>
+decltype(auto) visit_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+#define TS_VISIT_CASE(e, T, name) \
+  case DType::e:                  \
+    return f(T{});
+    TS_FOR_EACH_DTYPE(TS_VISIT_CASE)
+#undef TS_VISIT_CASE
+  }
+  return f(float{});
+}
+
+}  // namespace tessera

@@ -1,0 +1,70 @@
+#pragma once
+// Generator: counter-based Philox4x32-10 random stream. A (seed, offset) pair fixes the stream:
+// element i of a random fill draws from counter offset + i / 4, so results do not depend on how
+// the work is split across threads or ranks. Each fill advances offset past what it used.
+
+#include <array>
+#include <cstdint>
+
+namespace tessera {
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 67280421310721ull) : seed_(seed) {}
+
+  uint64_t seed() const { return seed_; }
+  uint64_t offset() const { return offset_; }
+  void manual_seed(uint64_t seed) {
+    seed_ = seed;
+    offset_ = 0;
+  }
+  void set_offset(uint64_t offset) { offset_ = offset; }
+  // Reserves `n` 128-bit counters; returns the offset of the first.
+  uint64_t reserve(uint64_t n) {
+    uint64_t first = offset_;
+    offset_ += n;
+    return first;
+  }
+
+ private:
+  uint64_t seed_;
+  uint64_t offset_ = 0;
+};
+
+// The calling thread's (rank's) default generator.
+Generator& default_generator();
+// Seeds the calling thread's default generator.
+void manual_seed(uint64_t seed);
+
+// Philox4x32-10: four 32-bit outputs for a 128-bit counter and 64-bit key. Usable on host and
+// device (the CUDA kernels include this header).
+#if defined(__CUDACC__)
+#define TS_HOST_DEVICE __host__ __device__
+#else
+#define TS_HOST_DEVICE
+#endif
+TS_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32_10(uint64_t counter_lo,
+                                                             uint64_t counter_hi, uint64_t key) {
+  uint32_t c0 = static_cast<uint32_t>(counter_lo), c1 = static_cast<uint32_t>(counter_lo >> 32);
+  uint32_t c2 = static_cast<uint32_t>(counter_hi), c3 = static_cast<uint32_t>(counter_hi >> 32);
+  uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
+  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  for (int round = 0; round < 10; ++round) {
+    uint64_t p0 = static_cast<uint64_t>(kM0) * c0;
+    uint64_t p1 = static_cast<uint64_t>(kM1) * c2;
+    uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    uint32_t n1 = static_cast<uint32_t>(p1);
+    uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    uint32_t n3 = static_cast<uint32_t>(p0);
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
+    k0 += kW0;
+    k1 += kW1;
+  }
+  return {c0, c1, c2, c3};
+}
+
+}  // namespace tessera

@@ -1,0 +1,53 @@
+#include "runtime/parallel.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "runtime/error.h"
+
+namespace tessera {
+
+namespace {
+int default_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+thread_local int t_num_threads = 0;  // 0: not set, use the default
+}  // namespace
+
+void set_num_threads(int n) {
+  TS_CHECK(n >= 1, "[set_num_threads] expects a positive number of threads, got ", n);
+  t_num_threads = n;
+}
+
+int get_num_threads() { return t_num_threads > 0 ? t_num_threads : default_threads(); }
+
+namespace detail {
+
+void parallel_for_impl(int64_t begin, int64_t end, int64_t grain,
+                       const std::function<void(int64_t, int64_t)>& f) {
+  int64_t n = end - begin;
+  int threads = static_cast<int>(std::min<int64_t>(get_num_threads(), (n + grain - 1) / grain));
+  if (threads <= 1) {
+    f(begin, end);
+    return;
+  }
+  int64_t chunk = (n + threads - 1) / threads;
+  // An exception must not escape an OpenMP region: keep the first and rethrow after.
+  std::exception_ptr error;
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+  for (int i = 0; i < threads; ++i) {
+    int64_t b = begin + i * chunk;
+    int64_t e = std::min(end, b + chunk);
+    if (b >= e) continue;
+    try {
+      f(b, e);
+    } catch (...) {
+#pragma omp critical(tessera_parallel_error)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace detail
+}  // namespace tessera

@@ -1,0 +1,31 @@
+#pragma once
+// Intra-op parallelism per rank: each thread (rank) has its own thread count, and kernels split
+// work with parallel_for. Work below `grain` elements runs inline on the caller.
+
+#include <cstdint>
+#include <functional>
+
+namespace tessera {
+
+void set_num_threads(int n);
+int get_num_threads();
+
+namespace detail {
+void parallel_for_impl(int64_t begin, int64_t end, int64_t grain,
+                       const std::function<void(int64_t, int64_t)>& f);
+}
+
+// Calls f(chunk_begin, chunk_end) over disjoint chunks covering [begin, end).
+template <typename F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
+  if (end - begin <= grain || get_num_threads() == 1) {
+    if (end > begin) f(begin, end);
+    return;
+  }
+  detail::parallel_for_impl(begin, end, grain, f);
+}
+
+// Elements per chunk below which splitting across threads costs more than it saves.
+inline constexpr int64_t kElementwiseGrain = 32768;
+
+}  // namespace tessera

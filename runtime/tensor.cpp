@@ -1,0 +1,106 @@
+#include "runtime/tensor.h"
+
+#include "runtime/dispatch.h"
+
+namespace tessera {
+
+void TensorImpl::refresh_contiguous() {
+  int64_t expected = 1;
+  contiguous = true;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] == 1) continue;
+    if (sizes[i] == 0) {
+      contiguous = true;
+      return;
+    }
+    if (strides[i] != expected) contiguous = false;
+    expected *= sizes[i];
+  }
+}
+
+Tensor Tensor::make_empty(const Shape& sizes, DType dtype, Device device) {
+  for (int64_t s : sizes) {
+    TS_CHECK_SHAPE(s >= 0, "[empty] negative size in shape ", sizes);
+  }
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage::allocate(static_cast<size_t>(sizes.numel()) * tessera::element_size(dtype),
+                                    device);
+  impl->strides = contiguous_strides(sizes);
+  impl->sizes = sizes;
+  impl->dtype = dtype;
+  impl->contiguous = true;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::make_view(std::shared_ptr<Storage> storage, Shape sizes, Shape strides,
+                         int64_t offset, DType dtype) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = dtype;
+  impl->refresh_contiguous();
+  return Tensor(std::move(impl));
+}
+
+int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+int64_t Tensor::numel() const { return sizes().numel(); }
+
+void* Tensor::raw_data() const {
+  TS_CHECK_T(DeviceError, device().is_cpu(), "[data_ptr] tensor is on ", device(),
+             "; call .cpu() first");
+  return static_cast<char*>(storage()->data()) + storage_offset() * static_cast<int64_t>(element_size());
+}
+
+Scalar Tensor::item() const {
+  TS_CHECK(numel() == 1, "[item] a tensor with ", numel(), " elements (shape ", sizes(),
+           ") cannot be converted to a scalar; item() needs exactly one element");
+  Tensor c = cpu();
+  return visit_dtype(dtype(), [&](auto tag) -> Scalar {
+    using T = decltype(tag);
+    return Scalar(*static_cast<const T*>(c.raw_data()));
+  });
+}
+
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == this->dtype()) return *this;
+  Tensor out = make_empty(sizes(), dtype, device());
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::to(Device device) const {
+  if (device == this->device()) return *this;
+  Tensor out = make_empty(sizes(), dtype(), device);
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = make_empty(sizes(), dtype(), device());
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  TS_CHECK(src.defined(), "[copy_] source tensor is undefined");
+  Tensor s = src.sizes() == sizes() ? src : src.expand(sizes());
+  TS_CHECK_T(DeviceError, s.device() == device() || s.device().is_cpu() || device().is_cpu(),
+             "[copy_] cannot copy from ", s.device(), " to ", device());
+  const Device kernel_device = device().is_cpu() ? s.device() : device();
+  kernels(kernel_device.type(), "copy_").copy(*this, s);
+  storage()->bump_version();
+  return *this;
+}
+
+Tensor& Tensor::fill_(const Scalar& value) {
+  kernels_for(*this, "fill_").fill(*this, value);
+  storage()->bump_version();
+  return *this;
+}
+
+}  // namespace tessera
