@@ -44,7 +44,7 @@ Shape infer_size(const Shape& sizes, int64_t numel, const char* op, const Shape&
 // torch "computeStride" rule: each run of merged old dims must be contiguous among itself).
 std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, const Shape& new_sizes) {
   Shape new_strides(new_sizes.size());
-  if (sizes.numel() == 0) {
+  if (sizes.numel() == 0 || sizes.empty()) {
     return contiguous_strides(new_sizes);
   }
   int64_t view_d = static_cast<int64_t>(new_sizes.size()) - 1;
