@@ -7,6 +7,11 @@ namespace tessera::detail {
 bool install_kernels(DeviceType device, KernelTable& table) {
   if (device != DeviceType::CPU) return false;
   cpu::register_copy_kernels(table);
+  cpu::register_linalg_kernels(table);
+  cpu::register_elementwise_kernels(table);
+  cpu::register_random_kernels(table);
+  cpu::register_nn_kernels(table);
+  cpu::register_reduction_kernels(table);
   return true;
 }
 

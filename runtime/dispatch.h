@@ -60,10 +60,15 @@ struct KernelTable {
   void (*nll_loss)(const Tensor& out, const Tensor& logp, const Tensor& target, int64_t ignore_index,
                    double label_smoothing) = nullptr;
 
-  // Random fills of a contiguous out, element i from Philox counter (state.offset + i / 4).
+  // Random fills of a contiguous out; element i draws from the counters that Note [Philox
+  // counter layout] (kernels/cpu/random.cpp) assigns it. uniform and normal: floating out;
+  // randint: low < high, every value of [low, high) representable in out's dtype.
   void (*uniform)(const Tensor& out, PhiloxState state, double low, double high) = nullptr;
   void (*normal)(const Tensor& out, PhiloxState state, double mean, double stddev) = nullptr;
   void (*randint)(const Tensor& out, PhiloxState state, int64_t low, int64_t high) = nullptr;
+  // out = in * keep / (1 - p), keep = (uniform draw i < 1 - p); 0 <= p <= 1, and p == 1 draws
+  // nothing (out = in * 0). out contiguous with in's shape and floating dtype; in any strides.
+  void (*dropout)(const Tensor& out, const Tensor& in, PhiloxState state, double p) = nullptr;
   // out[i] = start + i * step (contiguous out, any dtype).
   void (*arange)(const Tensor& out, double start, double step) = nullptr;
 };

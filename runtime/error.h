@@ -42,7 +42,7 @@ namespace detail {
 template <typename... Args>
 std::string concat_message(const Args&... args) {
   std::ostringstream os;
-  (os << ... << args);
+  ((os << args), ...);
   return os.str();
 }
 

@@ -1,10 +1,14 @@
 #pragma once
 // Generator: counter-based Philox4x32-10 random stream. A (seed, offset) pair fixes the stream:
-// element i of a random fill draws from counter offset + i / 4, so results do not depend on how
-// the work is split across threads or ranks. Each fill advances offset past what it used.
+// element i of a random fill draws from a counter fixed by offset and i alone (offset + i / 4 for
+// 32-bit draws, offset + i / 2 for 64-bit ones; see Note [Philox counter layout] in
+// kernels/cpu/random.cpp), so results do not depend on how the work is split across threads or
+// ranks. Each fill advances offset past what it used.
 
 #include <array>
 #include <cstdint>
+
+#include "runtime/host_device.h"
 
 namespace tessera {
 
@@ -38,13 +42,8 @@ void manual_seed(uint64_t seed);
 
 // Philox4x32-10: four 32-bit outputs for a 128-bit counter and 64-bit key. Usable on host and
 // device (the CUDA kernels include this header).
-#if defined(__CUDACC__)
-#define TS_HOST_DEVICE __host__ __device__
-#else
-#define TS_HOST_DEVICE
-#endif
 TS_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32_10(uint64_t counter_lo,
-                                                             uint64_t counter_hi, uint64_t key) {
+                                                            uint64_t counter_hi, uint64_t key) {
   uint32_t c0 = static_cast<uint32_t>(counter_lo), c1 = static_cast<uint32_t>(counter_lo >> 32);
   uint32_t c2 = static_cast<uint32_t>(counter_hi), c3 = static_cast<uint32_t>(counter_hi >> 32);
   uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
@@ -65,6 +64,25 @@ TS_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32_10(uint64_t counter_lo,
     k1 += kW1;
   }
   return {c0, c1, c2, c3};
+}
+
+// The four 32-bit draws of counter `offset + index` (a 128-bit sum: the carry goes to the high
+// word) under key `seed`.
+TS_HOST_DEVICE inline std::array<uint32_t, 4> philox_block(uint64_t seed, uint64_t offset,
+                                                           uint64_t index) {
+  const uint64_t lo = offset + index;
+  return philox4x32_10(lo, lo < offset ? 1 : 0, seed);
+}
+
+// Uniform in [0, 1) from the top 24 bits of a 32-bit draw (every value exact in float).
+TS_HOST_DEVICE inline float philox_uniform_float(uint32_t x) {
+  return static_cast<float>(x >> 8) * 0x1p-24f;
+}
+
+// Uniform in [0, 1) from the top 53 bits of the 64-bit draw hi:lo (every value exact in double).
+TS_HOST_DEVICE inline double philox_uniform_double(uint32_t hi, uint32_t lo) {
+  const uint64_t x = (static_cast<uint64_t>(hi) << 32) | lo;
+  return static_cast<double>(x >> 11) * 0x1p-53;
 }
 
 }  // namespace tessera

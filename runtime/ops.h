@@ -25,7 +25,11 @@ Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, const Scalar& value);
 // [start, end) in steps of step; dtype int64 when all arguments are integers, else float32.
+// Size ceil((end - start) / step); step 0 or of the wrong sign is an Error. With `options`, an
+// integral `end` and the default float32 dtype give int64 (TensorOptions cannot tell a requested
+// float32 from the default); pass a DType to force one.
 Tensor arange(const Scalar& end, TensorOptions options = {});
+Tensor arange(const Scalar& end, DType dtype);
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1,
               std::optional<DType> dtype = std::nullopt, Device device = Device::cpu());
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {});

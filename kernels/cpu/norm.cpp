@@ -1,0 +1,150 @@
+// layer_norm and rms_norm over the trailing norm_ndim dims of each row. Statistics are computed in
+// the accumulation type with two passes (mean, then centered squares) so that a large mean does
+// not cancel the variance. See Note [Row kernels] in kernels/cpu/nn_rows.h.
+
+#include <Eigen/Core>
+#include <cmath>
+
+#include "kernels/cpu/nn_rows.h"
+
+namespace tessera::cpu {
+
+namespace {
+
+template <typename A>
+using Vec = Eigen::Array<A, Eigen::Dynamic, 1>;
+
+// weight / bias (any floating dtype and strides) as a contiguous tensor of the accumulation type,
+// or undefined when absent.
+template <typename A>
+Tensor param_as(const Tensor& p) {
+  return p.defined() ? p.to(dtype_of<A>).contiguous() : Tensor();
+}
+
+template <typename A>
+const A* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data_ptr<A>() : nullptr;
+}
+
+// Writes a statistic into a float32 or float64 tensor element.
+template <typename A>
+void store_stat(char* p, DType dtype, A v) {
+  if (dtype == kFloat64) {
+    *reinterpret_cast<double*>(p) = static_cast<double>(v);
+  } else {
+    *reinterpret_cast<float*>(p) = static_cast<float>(v);
+  }
+}
+
+// The normalizing pass shared by both norms: a row x of n elements of T at px is turned into
+// y = f(xs) at py. Rows that are contiguous and already of type A are used in place.
+template <typename T, typename A, typename F>
+void normalize_row(const RowLayout& ri, const RowLayout& ro, const char* px, char* py, int64_t n,
+                   const F& f) {
+  const auto es = static_cast<int64_t>(sizeof(T));
+  const A* x;
+  A* y;
+  if constexpr (std::is_same_v<T, A>) {
+    const bool in_place_x = ri.contiguous(es);
+    const bool in_place_y = ro.contiguous(es);
+    if (in_place_x) {
+      x = reinterpret_cast<const A*>(px);
+    } else {
+      A* buf = scratch_row<A>(n);
+      load_row<T>(ri, px, buf);
+      x = buf;
+    }
+    y = in_place_y ? reinterpret_cast<A*>(py) : scratch_row<A>(n, 1);
+    f(Eigen::Map<const Vec<A>>(x, n), Eigen::Map<Vec<A>>(y, n));
+    if (!in_place_y) store_row<T>(ro, py, y);
+  } else {
+    A* buf = scratch_row<A>(n);
+    load_row<T>(ri, px, buf);
+    f(Eigen::Map<const Vec<A>>(buf, n), Eigen::Map<Vec<A>>(buf, n));
+    store_row<T>(ro, py, buf);
+  }
+}
+
+template <typename T>
+void layer_norm_impl(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& in,
+                     const Tensor& weight, const Tensor& bias, int64_t k, double eps) {
+  using A = acc_t<T>;
+  const Tensor in_rows = leading_view(in, k);
+  const Tensor out_rows = leading_view(out, k);
+  const Tensor mean_rows = mean.view(in_rows.sizes());
+  const Tensor rstd_rows = rstd.view(in_rows.sizes());
+  const int64_t n = in.numel() / std::max<int64_t>(in_rows.numel(), 1);
+  const RowLayout ri = row_layout(in, k);
+  const RowLayout ro = row_layout(out, k);
+  const Tensor w = param_as<A>(weight);
+  const Tensor b = param_as<A>(bias);
+  const A* wp = data_or_null<A>(w);
+  const A* bp = data_or_null<A>(b);
+  const DType stat = mean.dtype();
+  const A e = static_cast<A>(eps);
+  for_each_row<4>({&out_rows, &in_rows, &mean_rows, &rstd_rows}, n, [&](std::array<char*, 4> p) {
+    normalize_row<T, A>(ri, ro, p[1], p[0], n, [&](const auto& xs, auto ys) {
+      const A mu = xs.sum() / static_cast<A>(n);
+      const A var = (xs - mu).square().sum() / static_cast<A>(n);
+      const A r = A(1) / std::sqrt(var + e);
+      store_stat(p[2], stat, mu);
+      store_stat(p[3], stat, r);
+      if (wp && bp) {
+        ys = (xs - mu) * r * Eigen::Map<const Vec<A>>(wp, n) + Eigen::Map<const Vec<A>>(bp, n);
+      } else if (wp) {
+        ys = (xs - mu) * r * Eigen::Map<const Vec<A>>(wp, n);
+      } else if (bp) {
+        ys = (xs - mu) * r + Eigen::Map<const Vec<A>>(bp, n);
+      } else {
+        ys = (xs - mu) * r;
+      }
+    });
+  });
+}
+
+template <typename T>
+void rms_norm_impl(const Tensor& out, const Tensor& rstd, const Tensor& in, const Tensor& weight,
+                   int64_t k, double eps) {
+  using A = acc_t<T>;
+  const Tensor in_rows = leading_view(in, k);
+  const Tensor out_rows = leading_view(out, k);
+  const Tensor rstd_rows = rstd.view(in_rows.sizes());
+  const int64_t n = in.numel() / std::max<int64_t>(in_rows.numel(), 1);
+  const RowLayout ri = row_layout(in, k);
+  const RowLayout ro = row_layout(out, k);
+  const Tensor w = param_as<A>(weight);
+  const A* wp = data_or_null<A>(w);
+  const DType stat = rstd.dtype();
+  const A e = static_cast<A>(eps);
+  for_each_row<3>({&out_rows, &in_rows, &rstd_rows}, n, [&](std::array<char*, 3> p) {
+    normalize_row<T, A>(ri, ro, p[1], p[0], n, [&](const auto& xs, auto ys) {
+      const A r = A(1) / std::sqrt(xs.square().sum() / static_cast<A>(n) + e);
+      store_stat(p[2], stat, r);
+      if (wp) {
+        ys = xs * r * Eigen::Map<const Vec<A>>(wp, n);
+      } else {
+        ys = xs * r;
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void layer_norm_kernel(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& in,
+                       const Tensor& weight, const Tensor& bias, int64_t norm_ndim, double eps) {
+  if (in.numel() == 0) return;
+  visit_floating(in.dtype(), "layer_norm", [&](auto tag) {
+    layer_norm_impl<decltype(tag)>(out, mean, rstd, in, weight, bias, norm_ndim, eps);
+  });
+}
+
+void rms_norm_kernel(const Tensor& out, const Tensor& rstd, const Tensor& in, const Tensor& weight,
+                     int64_t norm_ndim, double eps) {
+  if (in.numel() == 0) return;
+  visit_floating(in.dtype(), "rms_norm", [&](auto tag) {
+    rms_norm_impl<decltype(tag)>(out, rstd, in, weight, norm_ndim, eps);
+  });
+}
+
+}  // namespace tessera::cpu

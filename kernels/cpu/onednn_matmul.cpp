@@ -1,0 +1,223 @@
+// oneDNN matmul: per-thread engine, stream and cache of primitives keyed by geometry.
+
+#include "kernels/cpu/onednn_matmul.h"
+
+#include <omp.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace tessera::cpu {
+
+namespace detail {
+
+void throw_dnnl_error(const char* op, const char* expr, const dnnl::error& e) {
+  std::string msg =
+      tessera::detail::concat_message("[", op, "] oneDNN call `", expr, "` failed: ", e.what(),
+                                      " (status ", dnnl_status2str(e.status), ")");
+  if (e.status == dnnl_out_of_memory) throw OutOfMemoryError(msg);
+  throw Error(msg);
+}
+
+}  // namespace detail
+
+namespace {
+
+using dnnl::memory;
+
+constexpr const char* kOp = "matmul";
+// Distinct geometries one thread keeps primitives for; a training step uses a few dozen.
+constexpr size_t kCacheCapacity = 64;
+
+memory::data_type dnnl_dtype(DType t) {
+  if (t == kFloat32) return memory::data_type::f32;
+  if (t == kBFloat16) return memory::data_type::bf16;
+  TS_INTERNAL_ASSERT(t == kFloat16, "[matmul] oneDNN path called with dtype ", t);
+  return memory::data_type::f16;
+}
+
+// Normalizes the strides of a rows x cols matrix whose size-1 dims have arbitrary strides (they
+// never move a pointer) to the layout oneDNN and BLAS expect: row-major (cs == 1, rs >= cols) or
+// column-major (rs == 1, cs >= rows).
+std::array<int64_t, 2> normalized_strides(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if (rows == 1 && cols == 1) return {1, 1};
+  if (rows == 1) return {cs == 1 ? cols : 1, cs};
+  if (cols == 1) return {rs, rs == 1 ? rows : 1};
+  return {rs, cs};
+}
+
+// Note [oneDNN matmul geometry]
+// oneDNN broadcasts a batch dim of size 1 in src or weights and accepts any strides in batch dims
+// (its gemm-based kernel handles gaps and interleaved batches). So batch dims are merged where all
+// three tensors are contiguous across them (fewer dims, more cache hits), a batch dim of stride 0
+// becomes size 1, and size-1 dims get canonical strides so that equal problems get equal keys.
+struct Geometry {
+  std::array<memory::dims, 3> dims;     // out, a, b
+  std::array<memory::dims, 3> strides;  // out, a, b
+};
+
+std::optional<Geometry> describe(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const std::array<const Tensor*, 3> ts{&out, &a, &b};
+  struct BatchDim {
+    int64_t size;
+    std::array<int64_t, 3> stride;
+  };
+  std::vector<BatchDim> batch;
+  for (int64_t d = 0; d < out.dim() - 2; ++d) {
+    const int64_t size = out.size(d);
+    if (size == 1) continue;
+    const std::array<int64_t, 3> st{out.stride(d), a.stride(d), b.stride(d)};
+    if (!batch.empty()) {
+      BatchDim& outer = batch.back();
+      bool mergeable = true;
+      for (size_t k = 0; k < 3; ++k) mergeable = mergeable && outer.stride[k] == st[k] * size;
+      if (mergeable) {
+        outer.size *= size;
+        outer.stride = st;
+        continue;
+      }
+    }
+    batch.push_back({size, st});
+  }
+  if (batch.size() + 2 > DNNL_MAX_NDIMS) return std::nullopt;
+
+  Geometry g;
+  for (size_t k = 0; k < 3; ++k) {
+    const Tensor& t = *ts[k];
+    const int64_t rows = t.size(-2), cols = t.size(-1);
+    memory::dims& dims = g.dims[k];
+    memory::dims& strides = g.strides[k];
+    for (const BatchDim& bd : batch) {
+      dims.push_back(k > 0 && bd.stride[k] == 0 ? 1 : bd.size);
+      strides.push_back(bd.stride[k]);
+    }
+    const auto [rs, cs] = normalized_strides(rows, cols, t.stride(-2), t.stride(-1));
+    dims.insert(dims.end(), {rows, cols});
+    strides.insert(strides.end(), {rs, cs});
+    // Broadcast batch dims: the span of the dims inside them, as if the tensor were dense.
+    int64_t span = std::max(rs * rows, cs * cols);
+    for (size_t d = batch.size(); d-- > 0;) {
+      if (dims[d] == 1) strides[d] = span;
+      span = std::max(span, strides[d] * dims[d]);
+    }
+  }
+  return g;
+}
+
+struct CachedMatmul {
+  bool supported = false;
+  dnnl::matmul primitive;
+  std::array<memory, 3> mem;  // out, a, b: their data handles are set per call
+  std::unordered_map<int, memory> args;
+};
+
+CachedMatmul create(const Geometry& g, memory::data_type type, const dnnl::engine& engine) {
+  CachedMatmul entry;
+  std::array<memory::desc, 3> mds;
+  for (size_t k = 0; k < 3; ++k) {
+    mds[k] = TS_DNNL_CALL(kOp, memory::desc(g.dims[k], type, g.strides[k]));
+  }
+  const auto desc = TS_DNNL_CALL(kOp, dnnl::matmul::desc(mds[1], mds[2], mds[0]));
+  const auto pd = TS_DNNL_CALL(kOp, dnnl::matmul::primitive_desc(desc, engine, true));
+  if (!pd || std::string_view(pd.impl_info_str()).starts_with("ref")) return entry;
+  entry.primitive = TS_DNNL_CALL(kOp, dnnl::matmul(pd));
+  for (size_t k = 0; k < 3; ++k) {
+    entry.mem[k] = TS_DNNL_CALL(kOp, memory(mds[k], engine, DNNL_MEMORY_NONE));
+  }
+  entry.args = {
+      {DNNL_ARG_DST, entry.mem[0]}, {DNNL_ARG_SRC, entry.mem[1]}, {DNNL_ARG_WEIGHTS, entry.mem[2]}};
+  entry.supported = true;
+  return entry;
+}
+
+using Key = std::vector<int64_t>;
+
+struct KeyHash {
+  size_t operator()(const Key& key) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t v : key) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+// Least-recently-used cache of primitives. Creating one costs tens of microseconds, executing a
+// small one a few: reuse is what makes small matmuls cheap.
+class MatmulCache {
+ public:
+  template <typename Make>
+  CachedMatmul& get(Key key, const Make& make) {
+    if (auto it = index_.find(key); it != index_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return it->second->second;
+    }
+    CachedMatmul entry = make();
+    lru_.emplace_front(key, std::move(entry));
+    index_.emplace(std::move(key), lru_.begin());
+    if (lru_.size() > kCacheCapacity) {
+      index_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    return lru_.front().second;
+  }
+
+ private:
+  using Entry = std::pair<Key, CachedMatmul>;
+  std::list<Entry> lru_;
+  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
+};
+
+struct DnnlContext {
+  dnnl::engine engine;
+  dnnl::stream stream;
+  MatmulCache cache;
+  DnnlContext()
+      : engine(TS_DNNL_CALL(kOp, dnnl::engine(dnnl::engine::kind::cpu, 0))),
+        stream(TS_DNNL_CALL(kOp, dnnl::stream(engine))) {}
+};
+
+DnnlContext& context() {
+  thread_local DnnlContext ctx;
+  return ctx;
+}
+
+}  // namespace
+
+std::optional<MatrixLayout> blas_layout(const Tensor& t) {
+  const int64_t rows = t.size(-2), cols = t.size(-1);
+  const auto [rs, cs] = normalized_strides(rows, cols, t.stride(-2), t.stride(-1));
+  if (cs == 1 && rs >= cols) return MatrixLayout{true, rs};
+  if (rs == 1 && cs >= rows) return MatrixLayout{false, cs};
+  return std::nullopt;
+}
+
+bool onednn_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const std::optional<Geometry> g = describe(out, a, b);
+  if (!g) return false;
+  const memory::data_type type = dnnl_dtype(out.dtype());
+  // Primitives pick their blocking for the thread count they are created under.
+  Key key{static_cast<int64_t>(type), omp_get_max_threads()};
+  for (size_t k = 0; k < 3; ++k) {
+    key.push_back(static_cast<int64_t>(g->dims[k].size()));
+    key.insert(key.end(), g->dims[k].begin(), g->dims[k].end());
+    key.insert(key.end(), g->strides[k].begin(), g->strides[k].end());
+  }
+  DnnlContext& ctx = context();
+  CachedMatmul& entry = ctx.cache.get(std::move(key), [&] { return create(*g, type, ctx.engine); });
+  if (!entry.supported) return false;
+  const std::array<const Tensor*, 3> ts{&out, &a, &b};
+  for (size_t k = 0; k < 3; ++k) {
+    TS_DNNL_CALL(kOp, entry.mem[k].set_data_handle(ts[k]->raw_data()));
+  }
+  TS_DNNL_CALL(kOp, entry.primitive.execute(ctx.stream, entry.args));
+  TS_DNNL_CALL(kOp, ctx.stream.wait());
+  return true;
+}
+
+}  // namespace tessera::cpu

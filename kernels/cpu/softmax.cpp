@@ -1,0 +1,170 @@
+// softmax / log_softmax along one dim, numerically stable: exp(x - max) / sum, and
+// (x - max) - log(sum exp(x - max)). See Note [Row kernels] in kernels/cpu/nn_rows.h.
+
+#include <Eigen/Core>
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/nn_rows.h"
+
+namespace tessera::cpu {
+
+namespace {
+
+template <typename A>
+using Vec = Eigen::Array<A, Eigen::Dynamic, 1>;
+
+// exp(d) with results below the normal range flushed to 0. Eigen's exp clamps its argument, so
+// exp(-inf) would be a denormal rather than 0 and masked logits would keep a tiny probability.
+template <typename A, typename Expr>
+auto exp_flushed(const Expr& d) {
+  constexpr A kLogMinNormal = std::is_same_v<A, float> ? A(-87.33654f) : A(-708.3964185322641);
+  return (d < kLogMinNormal).select(A(0), d.exp());
+}
+
+// y = softmax(x) over n contiguous elements; y may alias x.
+template <typename A>
+void softmax_contiguous(const A* x, A* y, int64_t n, bool log) {
+  Eigen::Map<const Vec<A>> xs(x, n);
+  Eigen::Map<Vec<A>> ys(y, n);
+  const A m = xs.maxCoeff();
+  if (log) {
+    const A lse = std::log((xs - m).exp().sum());
+    ys = (xs - m) - lse;
+  } else {
+    ys = exp_flushed<A>(xs - m);
+    ys /= ys.sum();
+  }
+}
+
+// One row per element of the leading view; each row is one (possibly strided) run along dim.
+template <typename T>
+void softmax_rows(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
+  using A = acc_t<T>;
+  const int64_t n = in.size(dim);
+  const RowLayout ri = row_layout(in.transpose(dim, -1), 1);
+  const RowLayout ro = row_layout(out.transpose(dim, -1), 1);
+  const Tensor in_rows = in.select(dim, 0);
+  const Tensor out_rows = out.select(dim, 0);
+  const auto es = static_cast<int64_t>(sizeof(T));
+  for_each_row<2>({&out_rows, &in_rows}, n, [&](std::array<char*, 2> p) {
+    if constexpr (std::is_same_v<T, A>) {
+      if (ri.contiguous(es) && ro.contiguous(es)) {
+        softmax_contiguous(reinterpret_cast<const A*>(p[1]), reinterpret_cast<A*>(p[0]), n, log);
+        return;
+      }
+    }
+    A* buf = scratch_row<A>(n);
+    load_row<T>(ri, p[1], buf);
+    softmax_contiguous(buf, buf, n, log);
+    store_row<T>(ro, p[0], buf);
+  });
+}
+
+// Lanes of kLanes neighbouring rows processed together, so that a dim with a large stride (e.g.
+// dim 0 of a contiguous matrix) is read one contiguous block of lanes at a time and the math
+// vectorizes across lanes.
+constexpr int64_t kLanes = 64;
+
+template <typename T, typename A>
+void load_lanes(const char* p, int64_t stride, int64_t n, A* dst) {
+  if (stride == static_cast<int64_t>(sizeof(T))) {
+    const T* s = reinterpret_cast<const T*>(p);
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<A>(s[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<A>(*reinterpret_cast<const T*>(p + i * stride));
+  }
+}
+
+template <typename T, typename A>
+void store_lanes(char* p, int64_t stride, int64_t n, const A* src) {
+  if (stride == static_cast<int64_t>(sizeof(T))) {
+    T* d = reinterpret_cast<T*>(p);
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(src[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p + i * stride) = static_cast<T>(src[i]);
+  }
+}
+
+template <typename T>
+void softmax_lanes(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
+  using A = acc_t<T>;
+  using Lanes = Eigen::Array<A, Eigen::Dynamic, 1, 0, kLanes, 1>;
+  const int64_t n = in.size(dim);
+  const int64_t sdi = in.stride(dim) * static_cast<int64_t>(sizeof(T));
+  const int64_t sdo = out.stride(dim) * static_cast<int64_t>(sizeof(T));
+  const Tensor in_rows = in.select(dim, 0);
+  const Tensor out_rows = out.select(dim, 0);
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / n);
+  for_each_strided<2>(
+      {&out_rows, &in_rows},
+      [&](std::array<char*, 2> p, std::array<int64_t, 2> s, int64_t rows) {
+        Lanes x, m, sum;
+        for (int64_t b = 0; b < rows; b += kLanes) {
+          const int64_t nb = std::min(kLanes, rows - b);
+          const char* ib = p[1] + b * s[1];
+          char* ob = p[0] + b * s[0];
+          x.resize(nb);
+          m.setConstant(nb, -std::numeric_limits<A>::infinity());
+          sum.setZero(nb);
+          for (int64_t j = 0; j < n; ++j) {
+            load_lanes<T>(ib + j * sdi, s[1], nb, x.data());
+            m = m.max(x);
+          }
+          // Softmax of an out of the accumulation type keeps exp(x - m) there for the last pass.
+          const bool keep_exp = std::is_same_v<T, A> && !log;
+          for (int64_t j = 0; j < n; ++j) {
+            load_lanes<T>(ib + j * sdi, s[1], nb, x.data());
+            x = exp_flushed<A>(x - m);
+            sum += x;
+            if (keep_exp) store_lanes<T>(ob + j * sdo, s[0], nb, x.data());
+          }
+          if (log) {
+            sum = sum.log();
+          } else {
+            sum = sum.inverse();
+          }
+          for (int64_t j = 0; j < n; ++j) {
+            if (keep_exp) {
+              load_lanes<T>(ob + j * sdo, s[0], nb, x.data());
+              x *= sum;
+            } else {
+              load_lanes<T>(ib + j * sdi, s[1], nb, x.data());
+              if (log) {
+                x = (x - m) - sum;
+              } else {
+                x = exp_flushed<A>(x - m) * sum;
+              }
+            }
+            store_lanes<T>(ob + j * sdo, s[0], nb, x.data());
+          }
+        }
+      },
+      grain);
+}
+
+// Lanes pay off when dim is strided and some other dim is contiguous to vectorize across.
+bool prefer_lanes(const Tensor& in, int64_t dim) {
+  if (in.stride(dim) == 1 || in.size(dim) == 1) return false;
+  for (int64_t d = 0; d < in.dim(); ++d) {
+    if (d != dim && in.size(d) > 1 && in.stride(d) == 1) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void softmax_kernel(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
+  if (out.numel() == 0) return;
+  visit_floating(in.dtype(), "softmax", [&](auto tag) {
+    using T = decltype(tag);
+    if (prefer_lanes(in, dim)) {
+      softmax_lanes<T>(out, in, dim, log);
+    } else {
+      softmax_rows<T>(out, in, dim, log);
+    }
+  });
+}
+
+}  // namespace tessera::cpu

@@ -1,0 +1,189 @@
+// Reductions (runtime/ops.h): dims, result dtypes and shapes, and PyTorch's error cases. The
+// work happens in KernelTable::reduce, which writes a contiguous keepdim-shaped result.
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/dispatch.h"
+#include "runtime/ops.h"
+
+namespace tessera {
+
+namespace {
+
+// Wraps and sorts `dims` (empty: all dims of `a`); a repeated dim is an error, as in PyTorch.
+std::vector<int64_t> reduction_dims(const char* op, const Tensor& a,
+                                    const std::vector<int64_t>& dims) {
+  const int64_t nd = a.dim();
+  std::vector<int64_t> out;
+  if (dims.empty()) {
+    for (int64_t d = 0; d < nd; ++d) out.push_back(d);
+    return out;
+  }
+  for (int64_t d : dims) {
+    const int64_t w = wrap_dim(d, nd, op);
+    TS_CHECK_INDEX(std::find(out.begin(), out.end(), w) == out.end(), "[", op, "] dim ", w,
+                   " appears multiple times in the list of dims ", Shape(dims));
+    out.push_back(w);
+  }
+  std::sort(out.begin(), out.end());
+  if (nd == 0) out.clear();  // dim 0 / -1 of a 0-dim tensor names the tensor itself
+  return out;
+}
+
+// amax/amin/max/argmax have no identity: every reduced dim must be non-empty.
+void check_nonempty(const char* op, const Tensor& a, const std::vector<int64_t>& dims,
+                    bool dims_given) {
+  if (a.numel() != 0) return;
+  TS_CHECK_INDEX(dims_given, "[", op,
+                 "] expected reduction dim to be specified for input.numel() == 0 (input of shape ",
+                 a.sizes(), "); specify the reduction dim with the dim argument");
+  for (int64_t d : dims) {
+    TS_CHECK_INDEX(a.size(d) != 0, "[", op, "] expected reduction dim ", d,
+                   " to have non-zero size, got input of shape ", a.sizes());
+  }
+}
+
+void check_floating(const char* op, const Tensor& a) {
+  TS_CHECK_DTYPE(is_floating_point(a.dtype()), "[", op,
+                 "] could not infer output dtype. Input dtype must be either a floating point or "
+                 "complex dtype. Got: ",
+                 a.dtype());
+}
+
+// Runs the kernel into a keepdim-shaped result, then drops the reduced dims unless keepdim.
+// `dims` comes from reduction_dims (empty only for a 0-dim input).
+Tensor reduce(ReductionOp op, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim,
+              DType out_dtype, double param = 0) {
+  Shape kept = a.sizes();
+  for (int64_t d : dims) kept[static_cast<size_t>(d)] = 1;
+  Tensor out = Tensor::make_empty(kept, out_dtype, a.device());
+  const KernelTable& k = kernels_for(a, op_name(op));
+  if (a.dim() == 0) {
+    k.reduce(op, out.view({1}), a.view({1}), {0}, param);
+  } else {
+    k.reduce(op, out, a, dims, param);
+  }
+  if (keepdim) return out;
+  Shape squeezed;
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (!std::binary_search(dims.begin(), dims.end(), d)) squeezed.push_back(a.size(d));
+  }
+  return out.view(squeezed);
+}
+
+// sum and prod: integral and bool inputs accumulate in int64 (the kernel's integral result);
+// a requested dtype is computed in (floating) or cast to at the end (integral), as PyTorch.
+Tensor sum_or_prod(ReductionOp op, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim,
+                   std::optional<DType> dtype) {
+  const std::vector<int64_t> d = reduction_dims(op_name(op), a, dims);
+  const DType natural = is_floating_point(a.dtype()) ? a.dtype() : kInt64;
+  const DType target = dtype.value_or(natural);
+  Tensor src = a;
+  if (is_floating_point(target) != is_floating_point(a.dtype()) ||
+      (is_floating_point(target) && target != a.dtype())) {
+    src = a.to(target);
+  }
+  Tensor r = reduce(op, src, d, keepdim, is_floating_point(src.dtype()) ? src.dtype() : kInt64);
+  return r.dtype() == target ? r : r.to(target);
+}
+
+// Index of the first maximum (minimum) of the flattened tensor, or along `dim`.
+Tensor arg_reduce(ReductionOp op, const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
+  const char* name = op_name(op);
+  TS_CHECK_DTYPE(a.dtype() != kBool, "[", name,
+                 "] is not implemented for bool inputs, as in PyTorch; convert with to()");
+  if (dim) {
+    const std::vector<int64_t> d = reduction_dims(name, a, {*dim});
+    check_nonempty(name, a, d, true);
+    return reduce(op, a, d, keepdim, kInt64);
+  }
+  check_nonempty(name, a, {}, false);
+  Tensor r = reduce(op, a.reshape({a.numel()}), {0}, false, kInt64);
+  return keepdim ? r.view(Shape(static_cast<size_t>(a.dim()), 1)) : r;
+}
+
+Tensor extreme_all(const char* name, ReductionOp op, const Tensor& a) {
+  check_nonempty(name, a, {}, false);
+  return reduce(op, a, reduction_dims(name, a, {}), false, a.dtype());
+}
+
+std::pair<Tensor, Tensor> extreme_dim(const char* name, ReductionOp values, ReductionOp indices,
+                                      const Tensor& a, int64_t dim, bool keepdim) {
+  const std::vector<int64_t> d = reduction_dims(name, a, {dim});
+  check_nonempty(name, a, d, true);
+  return {reduce(values, a, d, keepdim, a.dtype()), reduce(indices, a, d, keepdim, kInt64)};
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim,
+           std::optional<DType> dtype) {
+  return sum_or_prod(ReductionOp::kSum, a, dims, keepdim, dtype);
+}
+
+Tensor prod(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  return sum_or_prod(ReductionOp::kProd, a, dims, keepdim, std::nullopt);
+}
+
+Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  const std::vector<int64_t> d = reduction_dims("mean", a, dims);
+  check_floating("mean", a);
+  return reduce(ReductionOp::kMean, a, d, keepdim, a.dtype());
+}
+
+Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  const std::vector<int64_t> d = reduction_dims("amax", a, dims);
+  check_nonempty("amax", a, d, !dims.empty());
+  return reduce(ReductionOp::kAmax, a, d, keepdim, a.dtype());
+}
+
+Tensor amin(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  const std::vector<int64_t> d = reduction_dims("amin", a, dims);
+  check_nonempty("amin", a, d, !dims.empty());
+  return reduce(ReductionOp::kAmin, a, d, keepdim, a.dtype());
+}
+
+Tensor max(const Tensor& a) { return extreme_all("max", ReductionOp::kAmax, a); }
+Tensor min(const Tensor& a) { return extreme_all("min", ReductionOp::kAmin, a); }
+
+std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
+  return extreme_dim("max", ReductionOp::kAmax, ReductionOp::kArgmax, a, dim, keepdim);
+}
+
+std::pair<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim) {
+  return extreme_dim("min", ReductionOp::kAmin, ReductionOp::kArgmin, a, dim, keepdim);
+}
+
+Tensor argmax(const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
+  return arg_reduce(ReductionOp::kArgmax, a, dim, keepdim);
+}
+
+Tensor argmin(const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
+  return arg_reduce(ReductionOp::kArgmin, a, dim, keepdim);
+}
+
+Tensor var(const Tensor& a, const std::vector<int64_t>& dims, double correction, bool keepdim) {
+  const std::vector<int64_t> d = reduction_dims("var", a, dims);
+  check_floating("var", a);
+  return reduce(ReductionOp::kVar, a, d, keepdim, a.dtype(), correction);
+}
+
+Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool keepdim) {
+  const std::vector<int64_t> d = reduction_dims("norm", a, dims);
+  check_floating("norm", a);
+  if (a.numel() == 0) {
+    TS_CHECK(p >= 0, "[norm] the norm of negative order p = ", p,
+             " cannot be computed on an empty tensor (shape ", a.sizes(), ")");
+    if (std::isinf(p)) {
+      for (int64_t dim : d) {
+        TS_CHECK(a.size(dim) != 0, "[norm] cannot compute the inf norm over dim ", dim,
+                 " of size 0 (input of shape ", a.sizes(),
+                 ") because the operation does not have an identity");
+      }
+    }
+  }
+  return reduce(ReductionOp::kNorm, a, d, keepdim, a.dtype(), p);
+}
+
+}  // namespace tessera
