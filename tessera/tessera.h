@@ -12,3 +12,8 @@
 #include "runtime/shape.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_options.h"
+#include "collectives/dist.h"
+#include "collectives/observer.h"
+#include "collectives/process_group.h"
+#include "collectives/reduce_op.h"
+#include "collectives/work.h"

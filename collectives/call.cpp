@@ -1,0 +1,204 @@
+#include "collectives/call.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace tessera::dist::detail {
+
+namespace {
+
+constexpr int64_t kHeaderLength = 6;
+
+// "rank 0: 4, rank 1: 5" for every member's value.
+template <typename F>
+std::string per_rank(size_t n, F&& value) {
+  std::string s;
+  for (size_t r = 0; r < n; ++r) s += fmt::format("{}rank {}: {}", r ? ", " : "", r, value(r));
+  return s;
+}
+
+template <typename T, typename F>
+bool all_equal(const std::vector<CallSignature>& sigs, F&& field) {
+  const T first = field(sigs[0]);
+  return std::all_of(sigs.begin(), sigs.end(), [&](const auto& s) { return field(s) == first; });
+}
+
+std::vector<int64_t> numels(const std::vector<Tensor>& ts) {
+  std::vector<int64_t> out;
+  out.reserve(ts.size());
+  for (const Tensor& t : ts) out.push_back(t.numel());
+  return out;
+}
+
+}  // namespace
+
+DType Call::dtype() const {
+  if (in.defined()) return in.dtype();
+  if (out.defined()) return out.dtype();
+  return list.empty() ? kUInt8 : list.front().dtype();
+}
+
+CallSignature signature_of(const Call& call) {
+  CallSignature sig;
+  sig.kind = call.kind;
+  sig.dtype = call.dtype();
+  sig.op = call.op;
+  sig.peer = call.peer;
+  sig.in_numel = call.in.defined() ? call.in.numel() : 0;
+  sig.out_numel = call.out.defined() ? call.out.numel() : 0;
+  switch (call.kind) {
+    case CollectiveKind::AllGather:
+    case CollectiveKind::Gather:
+    case CollectiveKind::Scatter:
+      sig.counts = numels(call.list);
+      break;
+    case CollectiveKind::AllToAllSingle:
+      sig.counts = call.in_counts;
+      sig.counts.insert(sig.counts.end(), call.out_counts.begin(), call.out_counts.end());
+      break;
+    default:
+      break;
+  }
+  return sig;
+}
+
+int64_t encoded_signature_length(int group_size) { return kHeaderLength + 2 * group_size; }
+
+void encode_signature(const CallSignature& sig, int group_size, int64_t* dst) {
+  std::fill(dst, dst + encoded_signature_length(group_size), -1);
+  dst[0] = static_cast<int64_t>(sig.kind);
+  dst[1] = static_cast<int64_t>(sig.dtype);
+  dst[2] = static_cast<int64_t>(sig.op);
+  dst[3] = sig.peer;
+  dst[4] = sig.in_numel;
+  dst[5] = sig.out_numel;
+  TS_INTERNAL_ASSERT(sig.counts.size() <= static_cast<size_t>(2 * group_size));
+  std::copy(sig.counts.begin(), sig.counts.end(), dst + kHeaderLength);
+}
+
+CallSignature decode_signature(const int64_t* src, int group_size) {
+  CallSignature sig;
+  sig.kind = static_cast<CollectiveKind>(src[0]);
+  sig.dtype = static_cast<DType>(src[1]);
+  sig.op = static_cast<ReduceOp>(src[2]);
+  sig.peer = static_cast<int>(src[3]);
+  sig.in_numel = src[4];
+  sig.out_numel = src[5];
+  const int64_t* counts = src + kHeaderLength;
+  const int64_t* end = counts + 2 * group_size;
+  sig.counts.assign(counts, std::find(counts, end, int64_t{-1}));
+  return sig;
+}
+
+void check_agreement(const CallSignature& mine, const std::vector<CallSignature>& sigs,
+                     const ProcessGroup& group) {
+  const char* op = collective_name(mine.kind).data();
+  const size_t n = sigs.size();
+  const std::string where = group.describe();
+  TS_CHECK(all_equal<CollectiveKind>(sigs, [](const auto& s) { return s.kind; }), "[", op,
+           "] the members of ", where, " issued different collectives: ",
+           per_rank(n, [&](size_t r) { return collective_name(sigs[r].kind); }));
+  if (mine.kind == CollectiveKind::Barrier || mine.kind == CollectiveKind::Split) return;
+  TS_CHECK_DTYPE(all_equal<DType>(sigs, [](const auto& s) { return s.dtype; }), "[", op,
+                 "] the members of ", where, " disagree on the dtype: ",
+                 per_rank(n, [&](size_t r) { return dtype_name(sigs[r].dtype); }));
+  const auto numel_check = [&](auto field, const char* what) {
+    TS_CHECK_SHAPE(all_equal<int64_t>(sigs, field), "[", op, "] the members of ", where,
+                   " disagree on the number of elements of ", what, ": ",
+                   per_rank(n, [&](size_t r) { return field(sigs[r]); }));
+  };
+  const auto in_numel = [](const CallSignature& s) { return s.in_numel; };
+  switch (mine.kind) {
+    case CollectiveKind::AllReduce:
+    case CollectiveKind::ReduceScatterTensor: {
+      TS_CHECK(all_equal<ReduceOp>(sigs, [](const auto& s) { return s.op; }), "[", op,
+               "] the members of ", where, " disagree on the reduce op: ",
+               per_rank(n, [&](size_t r) { return reduce_op_name(sigs[r].op); }));
+      numel_check(in_numel, "the input");
+      break;
+    }
+    case CollectiveKind::AllGatherIntoTensor:
+      numel_check(in_numel, "the input");
+      break;
+    case CollectiveKind::Broadcast:
+    case CollectiveKind::Scatter:
+    case CollectiveKind::Gather: {
+      TS_CHECK(all_equal<int>(sigs, [](const auto& s) { return s.peer; }), "[", op,
+               "] the members of ", where,
+               " disagree on the root: ", per_rank(n, [&](size_t r) { return sigs[r].peer; }));
+      const CallSignature& root = sigs[static_cast<size_t>(mine.peer)];
+      if (mine.kind == CollectiveKind::Broadcast) {
+        numel_check(in_numel, "the tensor");
+      } else if (mine.kind == CollectiveKind::Scatter) {
+        for (size_t r = 0; r < n; ++r) {
+          TS_CHECK_SHAPE(root.counts[r] == sigs[r].out_numel, "[", op, "] root ", mine.peer, " of ",
+                         where, " sends ", root.counts[r], " elements to rank ", r, " (ins[", r,
+                         "]) but rank ", r, " receives ", sigs[r].out_numel);
+        }
+      } else {
+        for (size_t r = 0; r < n; ++r) {
+          TS_CHECK_SHAPE(root.counts[r] == sigs[r].in_numel, "[", op, "] rank ", r, " of ", where,
+                         " sends ", sigs[r].in_numel, " elements but root ", mine.peer, " expects ",
+                         root.counts[r], " (outs[", r, "])");
+        }
+      }
+      break;
+    }
+    case CollectiveKind::AllGather:
+      for (size_t q = 0; q < n; ++q) {
+        for (size_t r = 0; r < n; ++r) {
+          TS_CHECK_SHAPE(sigs[q].counts[r] == sigs[r].in_numel, "[", op, "] rank ", r, " of ",
+                         where, " sends ", sigs[r].in_numel, " elements but rank ", q, " expects ",
+                         sigs[q].counts[r], " from it (outs[", r, "])");
+        }
+      }
+      break;
+    case CollectiveKind::AllToAllSingle:
+      for (size_t i = 0; i < n; ++i) {
+        for (size_t j = 0; j < n; ++j) {
+          const int64_t sent = sigs[i].counts[j];
+          const int64_t expected = sigs[j].counts[n + i];
+          TS_CHECK_SHAPE(sent == expected, "[", op, "] rank ", i, " of ", where, " sends ", sent,
+                         " elements to rank ", j, " but rank ", j, " expects ", expected,
+                         " from rank ", i, " (compare in_splits on rank ", i,
+                         " with out_splits on rank ", j, ")");
+        }
+      }
+      break;
+    default:
+      TS_INTERNAL_ASSERT(false, "no agreement rule for ", op);
+  }
+}
+
+void check_p2p_agreement(const char* op_name, const CallSignature& send, const CallSignature& recv,
+                         int src, int dst, const std::string& where) {
+  TS_CHECK_DTYPE(send.dtype == recv.dtype, "[", op_name, "] rank ", src, " of ", where, " sends ",
+                 dtype_name(send.dtype), " but rank ", dst, " receives ", dtype_name(recv.dtype));
+  TS_CHECK_SHAPE(send.in_numel == recv.out_numel, "[", op_name, "] rank ", src, " of ", where,
+                 " sends ", send.in_numel, " elements but rank ", dst, " receives ",
+                 recv.out_numel);
+}
+
+void check_split_agreement(const char* op_name, const std::vector<std::vector<int>>& lists,
+                           bool same_everywhere, const ProcessGroup& group) {
+  const auto show = [&](size_t r) { return fmt::format("[{}]", fmt::join(lists[r], ", ")); };
+  for (size_t r = 0; r < lists.size(); ++r) {
+    const bool equal = lists[r] == lists[0];
+    if (same_everywhere) {
+      TS_CHECK(equal, "[", op_name, "] every member of ", group.describe(),
+               " must pass the same ranks, got ", per_rank(lists.size(), show));
+      continue;
+    }
+    TS_CHECK(std::binary_search(lists[r].begin(), lists[r].end(), static_cast<int>(r)), "[",
+             op_name, "] rank ", r, " of ", group.describe(), " passed ", show(r),
+             ", which does not contain itself; each member lists the group it joins");
+    for (int q : lists[r]) {
+      TS_CHECK(lists[static_cast<size_t>(q)] == lists[r], "[", op_name, "] rank ", r, " of ",
+               group.describe(), " puts rank ", q, " in ", show(r), " but rank ", q, " asks for ",
+               show(static_cast<size_t>(q)), "; members of one new group must pass equal lists");
+    }
+  }
+}
+
+}  // namespace tessera::dist::detail

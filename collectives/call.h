@@ -1,0 +1,71 @@
+#pragma once
+// Internal: a collective as backends receive it, and the cross-rank agreement checks that every
+// backend runs on the members' call signatures (so that all members raise the same Error).
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "collectives/observer.h"
+#include "collectives/process_group.h"
+
+namespace tessera::dist::detail {
+
+// Which fields a kind uses:
+// - all_reduce, broadcast: in == out == the tensor; send: in; recv: out; barrier: none.
+// - all_gather_into_tensor, reduce_scatter_tensor: in, out.
+// - all_gather: in, list = outputs. gather: in, list = outputs (root only).
+// - scatter: out, list = inputs (root only).
+// - all_to_all_single: in, out, in_counts / out_counts (elements to / from each rank).
+struct Call {
+  CollectiveKind kind = CollectiveKind::Barrier;
+  Tensor in;
+  Tensor out;
+  std::vector<Tensor> list;
+  ReduceOp op = ReduceOp::Sum;
+  int peer = 0;  // root (broadcast, scatter, gather), dst (send) or src (recv), as a group rank
+  std::vector<int64_t> in_counts;
+  std::vector<int64_t> out_counts;
+  std::chrono::milliseconds timeout{0};
+  bool async_op = false;
+
+  const char* name() const { return collective_name(kind).data(); }
+  DType dtype() const;
+};
+
+// What members must agree on. `counts` holds per-rank element counts: the outputs' numels for
+// all_gather and gather (root), the inputs' numels for scatter (root), in_counts then out_counts
+// for all_to_all_single; empty otherwise.
+struct CallSignature {
+  CollectiveKind kind = CollectiveKind::Barrier;
+  DType dtype = kUInt8;
+  ReduceOp op = ReduceOp::Sum;
+  int peer = 0;
+  int64_t in_numel = 0;
+  int64_t out_numel = 0;
+  std::vector<int64_t> counts;
+};
+
+CallSignature signature_of(const Call& call);
+
+// Fixed-length encoding (for exchanging signatures as int64 arrays over MPI).
+int64_t encoded_signature_length(int group_size);
+void encode_signature(const CallSignature& sig, int group_size, int64_t* dst);
+CallSignature decode_signature(const int64_t* src, int group_size);
+
+// Throws (on every rank alike, given the same signatures) an Error naming `mine`'s op, the group,
+// the disagreeing ranks and their values. sigs[r] is member r's signature.
+void check_agreement(const CallSignature& mine, const std::vector<CallSignature>& sigs,
+                     const ProcessGroup& group);
+// Send/recv pair: throws on both sides alike when sizes or dtypes differ.
+void check_p2p_agreement(const char* op_name, const CallSignature& send, const CallSignature& recv,
+                         int src, int dst, const std::string& where);
+// lists[r]: member r's sorted list. Every list must contain its member; with same_everywhere
+// all lists are equal, otherwise any two are equal or disjoint.
+void check_split_agreement(const char* op_name, const std::vector<std::vector<int>>& lists,
+                           bool same_everywhere, const ProcessGroup& group);
+
+// Contiguous bytes of `t` (CPU).
+inline char* bytes_of(const Tensor& t) { return static_cast<char*>(t.raw_data()); }
+
+}  // namespace tessera::dist::detail

@@ -1,0 +1,60 @@
+#pragma once
+// The entry points of a distributed program: the world of a launched job, or in-process ranks.
+//
+// Note [Collective backends]
+// threads: every rank is a thread of this process (run_threads). Ranks read each other's tensors
+//   directly, so data moves once. Arguments are always checked across ranks (an Error on every
+//   rank on disagreement). When a rank's function throws, its world is aborted: every other
+//   rank's pending or next collective raises CommError, and run_threads rethrows the first
+//   failure. A rank whose function returned fails the collectives that wait for it; a collective
+//   past its timeout raises CommError and fails its group for the other members.
+// mpi: one process per rank (mpirun -n N prog). Data moves with MPI calls; reductions run
+//   Tessera's own loops (MPI knows neither bfloat16 / float16 nor Avg). Arguments are checked
+//   across ranks in checked mode (InitOptions::check or TESSERA_DIST_CHECK=1); unchecked,
+//   disagreeing arguments are undefined behaviour, as in MPI. An uncaught exception on any rank,
+//   or a collective past its timeout, ends the whole job with the rank's message and a non-zero
+//   exit (MPI_Abort): a job never hangs on a lost rank.
+// nccl: CUDA tensors, stream-ordered, communicators bootstrapped through MPI; needs a build with
+//   CUDA and NCCL.
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "collectives/process_group.h"
+
+namespace tessera::dist {
+
+struct InitOptions {
+  // "auto": under a launcher (mpirun / srun, detected from the environment) "nccl" when CUDA is
+  // usable and built with NCCL, else "mpi"; without a launcher a single-rank "threads" world.
+  std::string backend = "auto";
+  // Default timeout of the world's collectives (and of groups split from it).
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+  // MPI: check every call's arguments across ranks first (one small all-gather per call).
+  bool check = false;
+};
+
+// Creates the world of this process and makes it dist::world(). Errors: an unknown backend, a
+// backend this build lacks ("nccl" without CUDA, "mpi" without MPI), a second initialization.
+ProcessGroupPtr init_process_group(const InitOptions& options = {});
+bool is_initialized();
+// Drops the world made by init_process_group (MPI itself is finalized at exit).
+void destroy_process_group();
+// The calling rank's world: its run_threads group inside run_threads, else the one of
+// init_process_group. Error when there is none.
+ProcessGroupPtr world();
+
+struct ThreadsOptions {
+  // Default timeout of the world's collectives (and of groups split from it).
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+};
+
+// Runs fn(world) once per rank, each rank a thread of this process, and returns when all have
+// returned; rethrows the first rank's exception. Each rank thread gets max(1, hardware threads /
+// world_size) intra-op threads, and dist::world() is its world group.
+void run_threads(int world_size, const std::function<void(ProcessGroupPtr world)>& fn,
+                 const ThreadsOptions& options = {});
+
+}  // namespace tessera::dist

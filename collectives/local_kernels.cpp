@@ -1,0 +1,232 @@
+#include "collectives/local_kernels.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "runtime/dispatch.h"
+#include "runtime/parallel.h"
+
+namespace tessera::dist::detail {
+
+namespace {
+
+template <typename T>
+using Acc = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+
+// Signed overflow wraps (as two's complement) instead of being undefined.
+template <typename T>
+T wrapping(auto f, T a, T b) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(f(static_cast<U>(a), static_cast<U>(b)));
+  } else {
+    return static_cast<T>(f(a, b));
+  }
+}
+
+struct SumOp {
+  template <typename A>
+  static A apply(A a, A b) {
+    return wrapping([](auto x, auto y) { return x + y; }, a, b);
+  }
+};
+struct ProductOp {
+  template <typename A>
+  static A apply(A a, A b) {
+    return wrapping([](auto x, auto y) { return x * y; }, a, b);
+  }
+};
+// NaN propagates, as torch.minimum / torch.maximum (`b != b` is false for integers).
+struct MinOp {
+  template <typename A>
+  static A apply(A a, A b) {
+    return (b < a || b != b) ? b : a;
+  }
+};
+struct MaxOp {
+  template <typename A>
+  static A apply(A a, A b) {
+    return (b > a || b != b) ? b : a;
+  }
+};
+struct BAndOp {
+  template <typename A>
+  static A apply(A a, A b) {
+    return static_cast<A>(a & b);
+  }
+};
+struct BOrOp {
+  template <typename A>
+  static A apply(A a, A b) {
+    return static_cast<A>(a | b);
+  }
+};
+struct BXorOp {
+  template <typename A>
+  static A apply(A a, A b) {
+    return static_cast<A>(a ^ b);
+  }
+};
+
+// Other group sizes: blocks small enough that the accumulator stays in L1 while every input
+// streams through once.
+constexpr int64_t kBlock = 1024;
+constexpr int64_t kGrain = 64 * kBlock;
+
+template <typename T, typename Op, bool kAvg>
+void reduce_range(T* out, const T* const* ins, int n, int64_t begin, int64_t end) {
+  using A = Acc<T>;
+  A acc[kBlock];
+  for (int64_t b = begin; b < end; b += kBlock) {
+    const int64_t len = std::min(kBlock, end - b);
+    const T* first = ins[0] + b;
+    for (int64_t j = 0; j < len; ++j) acc[j] = static_cast<A>(first[j]);
+    for (int r = 1; r < n; ++r) {
+      const T* in = ins[r] + b;
+      for (int64_t j = 0; j < len; ++j) acc[j] = Op::apply(acc[j], static_cast<A>(in[j]));
+    }
+    T* o = out + b;
+    if constexpr (kAvg) {
+      const A divisor = static_cast<A>(n);
+      for (int64_t j = 0; j < len; ++j) o[j] = static_cast<T>(acc[j] / divisor);
+    } else {
+      for (int64_t j = 0; j < len; ++j) o[j] = static_cast<T>(acc[j]);
+    }
+  }
+}
+
+// The common group sizes: every input streams once and the accumulator stays in registers.
+// `ivdep`: out may be one of the inputs, but only element j of it is read before j is written.
+template <typename T, typename Op, bool kAvg, int N>
+void reduce_fixed(T* out, const T* const* ins, int64_t begin, int64_t end) {
+  using A = Acc<T>;
+  const T* in[N];
+  for (int r = 0; r < N; ++r) in[r] = ins[r];
+#pragma GCC ivdep
+  for (int64_t j = begin; j < end; ++j) {
+    A acc = static_cast<A>(in[0][j]);
+    for (int r = 1; r < N; ++r) acc = Op::apply(acc, static_cast<A>(in[r][j]));
+    if constexpr (kAvg) acc = acc / static_cast<A>(N);
+    out[j] = static_cast<T>(acc);
+  }
+}
+
+template <typename T, typename Op, bool kAvg = false>
+void run(void* out, const void* const* ins, int n, int64_t count) {
+  T* o = static_cast<T*>(out);
+  const T* const* in = reinterpret_cast<const T* const*>(ins);
+  parallel_for(0, count, kGrain, [&](int64_t begin, int64_t end) {
+    switch (n) {
+      case 2:
+        return reduce_fixed<T, Op, kAvg, 2>(o, in, begin, end);
+      case 3:
+        return reduce_fixed<T, Op, kAvg, 3>(o, in, begin, end);
+      case 4:
+        return reduce_fixed<T, Op, kAvg, 4>(o, in, begin, end);
+      case 8:
+        return reduce_fixed<T, Op, kAvg, 8>(o, in, begin, end);
+      default:
+        return reduce_range<T, Op, kAvg>(o, in, n, begin, end);
+    }
+  });
+}
+
+}  // namespace
+
+void reduce_n(DType dtype, ReduceOp op, void* out, const void* const* ins, int n, int64_t count) {
+  TS_INTERNAL_ASSERT(n >= 1 && count >= 0);
+  if (count == 0) return;
+  visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      // Logical or / and, as NCCL maps bool Sum / Max and Product / Min.
+      switch (op) {
+        case ReduceOp::Sum:
+        case ReduceOp::Max:
+        case ReduceOp::BOr:
+          return run<T, BOrOp>(out, ins, n, count);
+        case ReduceOp::Product:
+        case ReduceOp::Min:
+        case ReduceOp::BAnd:
+          return run<T, BAndOp>(out, ins, n, count);
+        case ReduceOp::BXor:
+          return run<T, BXorOp>(out, ins, n, count);
+        case ReduceOp::Avg:
+          break;
+      }
+    } else {
+      switch (op) {
+        case ReduceOp::Sum:
+          return run<T, SumOp>(out, ins, n, count);
+        case ReduceOp::Product:
+          return run<T, ProductOp>(out, ins, n, count);
+        case ReduceOp::Min:
+          return run<T, MinOp>(out, ins, n, count);
+        case ReduceOp::Max:
+          return run<T, MaxOp>(out, ins, n, count);
+        case ReduceOp::Avg:
+          if constexpr (!std::is_integral_v<T>) return run<T, SumOp, true>(out, ins, n, count);
+          break;
+        case ReduceOp::BAnd:
+        case ReduceOp::BOr:
+        case ReduceOp::BXor:
+          if constexpr (std::is_integral_v<T>) {
+            if (op == ReduceOp::BAnd) return run<T, BAndOp>(out, ins, n, count);
+            if (op == ReduceOp::BOr) return run<T, BOrOp>(out, ins, n, count);
+            return run<T, BXorOp>(out, ins, n, count);
+          }
+          break;
+      }
+    }
+    TS_INTERNAL_ASSERT(false, "reduce op ", reduce_op_name(op), " on ", dtype,
+                       " should have been rejected by check_reduce_op");
+  });
+}
+
+DType accumulator_dtype(DType dtype) { return is_reduced_float(dtype) ? kFloat32 : dtype; }
+
+void to_accumulator(DType dtype, void* dst, const void* src, int64_t count) {
+  visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = static_cast<const T*>(src);
+    Acc<T>* out = static_cast<Acc<T>*>(dst);
+    if (static_cast<const void*>(in) == static_cast<void*>(out)) return;
+    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<Acc<T>>(in[i]);
+  });
+}
+
+void from_accumulator(DType dtype, void* dst, const void* src, int64_t count, int divisor) {
+  visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const A* in = static_cast<const A*>(src);
+    T* out = static_cast<T*>(dst);
+    if (divisor == 1) {
+      if (static_cast<const void*>(in) == static_cast<void*>(out)) return;
+      for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(in[i]);
+    } else if constexpr (!std::is_integral_v<T>) {
+      const auto d = static_cast<A>(divisor);
+      for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(in[i] / d);
+    } else {
+      TS_INTERNAL_ASSERT(false, "integers are never averaged");
+    }
+  });
+}
+
+int64_t chunk_begin(int64_t count, int n, int i, size_t element_size) {
+  const auto align = static_cast<int64_t>(std::max<size_t>(1, 64 / element_size));
+  const int64_t chunk = ((count + n - 1) / n + align - 1) / align * align;
+  return std::min(count, chunk * i);
+}
+
+void copy_bytes(void* dst, const void* src, size_t nbytes) {
+  if (dst == src || nbytes == 0) return;
+  constexpr int64_t kCopyGrain = int64_t{1} << 20;
+  parallel_for(0, static_cast<int64_t>(nbytes), kCopyGrain, [&](int64_t begin, int64_t end) {
+    std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin,
+                static_cast<size_t>(end - begin));
+  });
+}
+
+}  // namespace tessera::dist::detail

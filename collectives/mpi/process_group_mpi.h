@@ -1,0 +1,53 @@
+#pragma once
+// Internal: the mpi backend's ProcessGroup (one per process and group, over its own
+// communicator, so collectives on different groups never match each other).
+
+#include <memory>
+#include <vector>
+
+#include "collectives/call.h"
+#include "collectives/mpi/mpi_runtime.h"
+#include "collectives/progress_thread.h"
+
+namespace tessera::dist::detail {
+
+class ProcessGroupMPI final : public ProcessGroup {
+ public:
+  // Takes ownership of `comm`. `check`: exchange and check every call's signature first.
+  // `async_threads`: MPI allows calls from several threads, so async calls get a progress thread.
+  ProcessGroupMPI(MPI_Comm comm, std::vector<int> world_ranks, std::chrono::milliseconds timeout,
+                  bool check, bool async_threads);
+  ~ProcessGroupMPI() override;
+
+  std::string_view backend_name() const override { return "mpi"; }
+
+ protected:
+  WorkPtr run(Call&& call) override;
+  ProcessGroupPtr split_group(const char* op_name, const std::vector<int>& mine,
+                              bool same_everywhere) override;
+
+ private:
+  void execute(const Call& call);
+  // Checked mode: all-gathers the signatures and checks them on every rank alike.
+  void check_agreement_across(const CallSignature& sig);
+  void all_reduce(const Call& call);
+  // Recursive doubling over partials in the accumulator dtype.
+  void all_reduce_small(const Call& call);
+  // Rank r gets op over every rank's chunk r of `in` (chunk q: elements [begins[q],
+  // begins[q+1])) into `out`, exchanging chunks pairwise and reducing with reduce_n.
+  void reduce_scatter(const Call& call, const char* in, char* out,
+                      const std::vector<int64_t>& begins);
+  void gather_like(const Call& call);
+  void scatter(const Call& call);
+  void all_to_all(const Call& call);
+  char* scratch(size_t bytes);
+
+  MPI_Comm comm_;
+  bool check_;
+  bool async_threads_;
+  std::string where_;
+  std::vector<char> scratch_;  // reused across calls: fresh pages are slow to touch
+  std::shared_ptr<ProgressThread> progress_;
+};
+
+}  // namespace tessera::dist::detail

@@ -1,0 +1,16 @@
+// The nccl backend in a build without CUDA and NCCL (see collectives/backends.h).
+
+#include "collectives/backends.h"
+
+namespace tessera::dist::detail {
+
+bool nccl_built() { return false; }
+
+ProcessGroupPtr make_nccl_world(const InitOptions&) {
+  throw NotSupportedError(
+      "[init_process_group] the \"nccl\" backend is not available: this build of Tessera has no "
+      "NCCL backend (it needs the CUDA path, TESSERA_CUDA=ON with the CUDA toolkit, and NCCL); "
+      "use \"mpi\" for multi-process CPU jobs or \"threads\" (dist::run_threads)");
+}
+
+}  // namespace tessera::dist::detail

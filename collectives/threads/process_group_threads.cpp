@@ -1,0 +1,236 @@
+#include "collectives/threads/process_group_threads.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "collectives/local_kernels.h"
+
+namespace tessera::dist::detail {
+
+namespace {
+
+class P2PWork final : public Work {
+ public:
+  P2PWork(std::shared_ptr<GroupState> state, std::shared_ptr<GroupState::P2P> half,
+          std::string where)
+      : state_(std::move(state)), half_(std::move(half)), where_(std::move(where)) {}
+  void wait() override { state_->wait(*half_, where_); }
+  bool is_completed() const override { return state_->done(*half_); }
+
+ private:
+  std::shared_ptr<GroupState> state_;
+  std::shared_ptr<GroupState::P2P> half_;
+  std::string where_;
+};
+
+// Below this, every rank reduces the whole tensor into scratch (two barriers); above it, each
+// rank reduces one chunk and gathers the others' (three barriers, O(size) bytes per rank).
+constexpr size_t kSmallAllReduceBytes = 32 * 1024;
+
+}  // namespace
+
+ProcessGroupThreads::ProcessGroupThreads(std::shared_ptr<GroupState> state, int rank,
+                                         std::chrono::milliseconds default_timeout)
+    : ProcessGroup(rank, state->world_ranks(), default_timeout),
+      state_(std::move(state)),
+      progress_(std::make_shared<ProgressThread>()) {
+  where_ = describe();
+  state_->world()->track(world_ranks()[static_cast<size_t>(rank)], progress_);
+}
+
+ProcessGroupThreads::~ProcessGroupThreads() { progress_->drain(); }
+
+WorkPtr ProcessGroupThreads::run(Call&& call) {
+  // Point to point does not queue behind collectives: posting never blocks.
+  if (call.kind == CollectiveKind::Send || call.kind == CollectiveKind::Recv) {
+    return send_recv(call);
+  }
+  if (!call.async_op) return progress_->submit([&] { execute(call); }, false);
+  auto owned = std::make_shared<Call>(std::move(call));
+  return progress_->submit([this, owned] { execute(*owned); }, true);
+}
+
+void ProcessGroupThreads::phase(const char* op, Clock::time_point deadline,
+                                std::chrono::milliseconds timeout) {
+  state_->arrive_and_wait(rank(), phase_++, deadline, op, timeout, where_);
+}
+
+void ProcessGroupThreads::execute(const Call& call) {
+  const Clock::time_point deadline = Clock::now() + call.timeout;
+  const uint64_t seq = seq_++;
+  Slot& mine = state_->slot(seq, rank());
+  mine.call = &call;
+  mine.sig = signature_of(call);
+  phase(call.name(), deadline, call.timeout);
+  std::vector<CallSignature> sigs;
+  sigs.reserve(static_cast<size_t>(size()));
+  for (int q = 0; q < size(); ++q) sigs.push_back(state_->slot(seq, q).sig);
+  check_agreement(mine.sig, sigs, *this);
+  if (call.kind == CollectiveKind::Barrier) return;
+  try {
+    move_data(call, seq, deadline);
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // Peers would wait for this rank's next barrier: fail the group for them too.
+    state_->abort(fmt::format("rank {} failed inside {}: {}", rank(), call.name(), e.what()));
+    throw;
+  }
+}
+
+void ProcessGroupThreads::move_data(const Call& call, uint64_t seq, Clock::time_point deadline) {
+  const int r = rank();
+  switch (call.kind) {
+    case CollectiveKind::AllReduce:
+      return all_reduce(call, seq, deadline);
+    case CollectiveKind::AllGatherIntoTensor: {
+      const size_t bytes = call.in.nbytes();
+      for (int q = 0; q < size(); ++q) {
+        copy_bytes(bytes_of(call.out) + q * bytes, bytes_of(peer_call(seq, q).in), bytes);
+      }
+      break;
+    }
+    case CollectiveKind::AllGather:
+      for (int q = 0; q < size(); ++q) {
+        const Tensor& out = call.list[static_cast<size_t>(q)];
+        copy_bytes(bytes_of(out), bytes_of(peer_call(seq, q).in), out.nbytes());
+      }
+      break;
+    case CollectiveKind::ReduceScatterTensor: {
+      const size_t bytes = call.out.nbytes();
+      std::vector<const void*> ins(static_cast<size_t>(size()));
+      for (int q = 0; q < size(); ++q)
+        ins[static_cast<size_t>(q)] = bytes_of(peer_call(seq, q).in) + r * bytes;
+      reduce_n(call.dtype(), call.op, bytes_of(call.out), ins.data(), size(), call.out.numel());
+      break;
+    }
+    case CollectiveKind::AllToAllSingle:
+      all_to_all(call, seq);
+      break;
+    case CollectiveKind::Broadcast:
+      copy_bytes(bytes_of(call.out), bytes_of(peer_call(seq, call.peer).in), call.out.nbytes());
+      break;
+    case CollectiveKind::Scatter: {
+      const Tensor& src = peer_call(seq, call.peer).list[static_cast<size_t>(r)];
+      copy_bytes(bytes_of(call.out), bytes_of(src), src.nbytes());
+      break;
+    }
+    case CollectiveKind::Gather:
+      if (r == call.peer) {
+        for (int q = 0; q < size(); ++q) {
+          const Tensor& out = call.list[static_cast<size_t>(q)];
+          copy_bytes(bytes_of(out), bytes_of(peer_call(seq, q).in), out.nbytes());
+        }
+      }
+      break;
+    default:
+      TS_INTERNAL_ASSERT(false, "no data phase for ", call.name());
+  }
+  phase(call.name(), deadline, call.timeout);  // peers are done reading this rank's tensors
+}
+
+void ProcessGroupThreads::all_reduce(const Call& call, uint64_t seq, Clock::time_point deadline) {
+  const int n = size();
+  const int r = rank();
+  const DType dtype = call.dtype();
+  const size_t es = element_size(dtype);
+  const int64_t count = call.in.numel();
+  std::vector<const void*> ins(static_cast<size_t>(n));
+  if (call.in.nbytes() <= kSmallAllReduceBytes) {
+    scratch_.resize(call.in.nbytes());
+    for (int q = 0; q < n; ++q) ins[static_cast<size_t>(q)] = bytes_of(peer_call(seq, q).in);
+    reduce_n(dtype, call.op, scratch_.data(), ins.data(), n, count);
+    phase(call.name(), deadline, call.timeout);  // every peer has read this rank's input
+    copy_bytes(bytes_of(call.out), scratch_.data(), scratch_.size());
+    return;
+  }
+  // Reduce-scatter in place (rank r owns chunk r of every tensor), then all-gather the chunks.
+  const int64_t begin = chunk_begin(count, n, r, es);
+  const int64_t end = chunk_begin(count, n, r + 1, es);
+  for (int q = 0; q < n; ++q) {
+    ins[static_cast<size_t>(q)] = bytes_of(peer_call(seq, q).in) + begin * static_cast<int64_t>(es);
+  }
+  reduce_n(dtype, call.op, bytes_of(call.out) + begin * static_cast<int64_t>(es), ins.data(), n,
+           end - begin);
+  phase(call.name(), deadline, call.timeout);
+  for (int q = 0; q < n; ++q) {
+    if (q == r) continue;
+    const int64_t b = chunk_begin(count, n, q, es);
+    const int64_t e = chunk_begin(count, n, q + 1, es);
+    const int64_t offset = b * static_cast<int64_t>(es);
+    copy_bytes(bytes_of(call.out) + offset, bytes_of(peer_call(seq, q).out) + offset,
+               static_cast<size_t>((e - b) * static_cast<int64_t>(es)));
+  }
+  phase(call.name(), deadline, call.timeout);
+}
+
+void ProcessGroupThreads::all_to_all(const Call& call, uint64_t seq) {
+  const auto es = static_cast<int64_t>(element_size(call.dtype()));
+  const auto r = static_cast<size_t>(rank());
+  int64_t out_offset = 0;
+  for (int q = 0; q < size(); ++q) {
+    const Call& peer = peer_call(seq, q);
+    int64_t in_offset = 0;
+    for (size_t j = 0; j < r; ++j) in_offset += peer.in_counts[j];
+    const int64_t count = call.out_counts[static_cast<size_t>(q)];
+    copy_bytes(bytes_of(call.out) + out_offset * es, bytes_of(peer.in) + in_offset * es,
+               static_cast<size_t>(count * es));
+    out_offset += count;
+  }
+}
+
+WorkPtr ProcessGroupThreads::send_recv(const Call& call) {
+  auto half = std::make_shared<GroupState::P2P>();
+  half->sending = call.kind == CollectiveKind::Send;
+  half->src = half->sending ? rank() : call.peer;
+  half->dst = half->sending ? call.peer : rank();
+  half->tensor = half->sending ? call.in : call.out;
+  half->sig = signature_of(call);
+  half->op = call.name();
+  half->deadline = Clock::now() + call.timeout;
+  half->timeout = call.timeout;
+  state_->post(half, where_);
+  if (!call.async_op) {
+    state_->wait(*half, where_);
+    return completed_work();
+  }
+  return std::make_shared<P2PWork>(state_, std::move(half), where_);
+}
+
+ProcessGroupPtr ProcessGroupThreads::split_group(const char* op_name, const std::vector<int>& mine,
+                                                 bool same_everywhere) {
+  ProcessGroupPtr result;
+  progress_->submit(
+      [&] {
+        const Clock::time_point deadline = Clock::now() + default_timeout();
+        const uint64_t seq = seq_++;
+        Slot& slot = state_->slot(seq, rank());
+        slot.call = nullptr;
+        slot.sig = CallSignature();
+        slot.sig.kind = CollectiveKind::Split;
+        slot.split_ranks = mine;
+        phase(op_name, deadline, default_timeout());
+        std::vector<CallSignature> sigs;
+        std::vector<std::vector<int>> lists;
+        for (int q = 0; q < size(); ++q) {
+          sigs.push_back(state_->slot(seq, q).sig);
+          lists.push_back(state_->slot(seq, q).split_ranks);
+        }
+        check_agreement(slot.sig, sigs, *this);
+        check_split_agreement(op_name, lists, same_everywhere, *this);
+        const auto it = std::find(mine.begin(), mine.end(), rank());
+        if (it == mine.end()) return;
+        std::vector<int> members;
+        for (int q : mine) members.push_back(world_ranks()[static_cast<size_t>(q)]);
+        const std::string key =
+            fmt::format("{}/{}:[{}]", state_->key(), seq, fmt::join(members, ","));
+        result = std::make_shared<ProcessGroupThreads>(state_->world()->join_group(key, members),
+                                                       static_cast<int>(it - mine.begin()),
+                                                       default_timeout());
+      },
+      false);
+  return result;
+}
+
+}  // namespace tessera::dist::detail

@@ -1,0 +1,158 @@
+#pragma once
+// Internal: the shared state through which the ranks (threads) of the threads backend meet.
+//
+// Note [Threads rendezvous]
+// The members of a group share one GroupState. A collective is a few phases separated by
+// barriers: each rank publishes its call (a pointer to its Call and the call's signature) in its
+// slot and arrives at barrier A; then every rank checks the same signatures (so all raise the same
+// Error on disagreement) and reads its peers' tensors directly (data moves once, no staging); an
+// end barrier keeps each rank's tensors alive and unchanged until every peer is done reading.
+// Slots are double-buffered by collective parity: a rank can only reuse a slot two collectives
+// later, after every peer has passed barrier A of the collective in between, i.e. stopped reading.
+// Waits spin briefly, then block on a condition variable with a deadline. A rank gives up when
+// the deadline passes (it then aborts the group), when the group or its world is aborted (a rank
+// failed), or when a member it waits for has left run_threads. Failure is sticky: an aborted
+// group fails every later collective.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collectives/call.h"
+#include "collectives/progress_thread.h"
+
+namespace tessera::dist::detail {
+
+using Clock = std::chrono::steady_clock;
+
+class GroupState;
+
+// The ranks of one run_threads call.
+class ThreadsWorld : public std::enable_shared_from_this<ThreadsWorld> {
+ public:
+  explicit ThreadsWorld(int size);
+
+  int size() const { return static_cast<int>(exited_.size()); }
+  // How many times a waiting rank yields before it blocks.
+  int spins() const { return spins_; }
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  std::string abort_reason() const;
+  // A rank failed: every group of this world fails its pending and later collectives.
+  void abort(const std::string& reason);
+  bool exited(int world_rank) const { return exited_[static_cast<size_t>(world_rank)].load(); }
+  // `world_rank`'s function returned: waits for that rank's peers fail instead of timing out.
+  void mark_exited(int world_rank);
+
+  // The state every member of a new group shares: the first member to ask under `key` creates
+  // it, and the entry is dropped once all members have it.
+  std::shared_ptr<GroupState> join_group(const std::string& key,
+                                         const std::vector<int>& world_ranks);
+  // Progress threads of a rank's groups, drained when the rank's function returns.
+  void track(int world_rank, const std::shared_ptr<ProgressThread>& progress);
+  void drain(int world_rank);
+
+ private:
+  void wake_all_groups();
+
+  mutable std::mutex mutex_;
+  std::atomic<bool> aborted_{false};
+  std::string abort_reason_;
+  std::vector<std::atomic<bool>> exited_;
+  std::vector<std::weak_ptr<GroupState>> groups_;
+  struct Pending {
+    std::shared_ptr<GroupState> state;
+    size_t joined = 0;
+  };
+  std::map<std::string, Pending> pending_groups_;
+  std::vector<std::vector<std::weak_ptr<ProgressThread>>> progress_;
+  int spins_;
+};
+
+// What a rank publishes for one collective (see Note [Threads rendezvous]).
+struct Slot {
+  const Call* call = nullptr;
+  CallSignature sig;
+  std::vector<int> split_ranks;  // split / new_group only
+};
+
+class GroupState {
+ public:
+  GroupState(std::shared_ptr<ThreadsWorld> world, std::string key, std::vector<int> world_ranks);
+
+  int size() const { return static_cast<int>(world_ranks_.size()); }
+  const std::vector<int>& world_ranks() const { return world_ranks_; }
+  const std::shared_ptr<ThreadsWorld>& world() const { return world_; }
+  // Unique within the world; subgroups extend their parent's key.
+  const std::string& key() const { return key_; }
+
+  Slot& slot(uint64_t seq, int rank) { return slots_[seq & 1][static_cast<size_t>(rank)]; }
+
+  // Barrier number `phase` (each member counts its own barriers on this group, in lockstep).
+  // Throws CommError naming `op` on abort, deadline or a departed member.
+  void arrive_and_wait(int rank, uint64_t phase, Clock::time_point deadline, const char* op,
+                       std::chrono::milliseconds timeout, const std::string& where);
+
+  // Point to point: the sender and the receiver each post their half; whichever comes second
+  // checks that they agree and copies, so neither side blocks to post (isend-then-recv rings
+  // work) and messages between two ranks match in order.
+  struct P2P {
+    bool sending = false;
+    int src = 0;  // group ranks
+    int dst = 0;
+    Tensor tensor;  // kept alive until matched, even past its rank's return
+    CallSignature sig;
+    const char* op = "";
+    Clock::time_point deadline;
+    std::chrono::milliseconds timeout{0};
+    bool matched = false;  // taken by the other side (the copy may still be running)
+    bool done = false;
+    // Set when done. On disagreement nothing is copied and each side raises its own Error, in
+    // its own thread (exception objects are not shared across threads).
+    bool agreed = true;
+    CallSignature other_sig;
+  };
+  void post(const std::shared_ptr<P2P>& half, const std::string& where);
+  // Waits until `half` is done. Throws the Error of a disagreement with the other half, or
+  // CommError on abort, deadline or the departure of a peer that never posted the other half.
+  void wait(P2P& half, const std::string& where);
+  bool done(const P2P& half);
+
+  // Fails this group's pending and later collectives with `reason`.
+  void abort(const std::string& reason);
+  void wake();
+
+ private:
+  // Throws CommError when the group or world is aborted.
+  void throw_if_aborted(const char* op, const std::string& where) const;
+  // Aborts the group with `message` and throws it; `lock` holds mutex_.
+  [[noreturn]] void fail(std::unique_lock<std::mutex>& lock, const std::string& message);
+  bool departed(int rank) const;
+
+  std::shared_ptr<ThreadsWorld> world_;
+  std::string key_;
+  std::vector<int> world_ranks_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::atomic<bool> aborted_{false};
+  std::string abort_reason_;
+  int sleepers_ = 0;
+  int arrived_ = 0;
+  std::atomic<uint64_t> completed_{0};  // barriers completed
+  std::vector<uint64_t> arrivals_;      // per member: barriers arrived at
+  std::vector<Slot> slots_[2];
+  // Unmatched halves per (src, dst): sends and receives waiting for their other half.
+  struct Channel {
+    std::deque<std::shared_ptr<P2P>> sends;
+    std::deque<std::shared_ptr<P2P>> recvs;
+  };
+  std::vector<Channel> channels_;
+};
+
+}  // namespace tessera::dist::detail

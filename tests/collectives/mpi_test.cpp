@@ -1,0 +1,47 @@
+// The mpi backend against the single-process reference. Hidden from plain runs: ctest starts it
+// as `mpirun -n N collectives_tests "[mpi]"` (tests/collectives/mpi_tests.cmake), and every rank
+// runs the same test cases in the same order.
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+
+#include "tests/collectives/collective_cases.h"
+
+namespace dist = tessera::dist;
+using namespace std::chrono_literals;
+
+namespace {
+
+// One world per process: in checked mode, so that disagreements raise on every rank, unless
+// TESSERA_TEST_MPI_UNCHECKED=1 (a second ctest entry covers the unchecked paths).
+bool checked() { return std::getenv("TESSERA_TEST_MPI_UNCHECKED") == nullptr; }
+
+dist::ProcessGroupPtr mpi_world() {
+  static const dist::ProcessGroupPtr world =
+      dist::init_process_group({.backend = "mpi", .timeout = 120s, .check = checked()});
+  return world;
+}
+
+}  // namespace
+
+TEST_CASE("mpi: every collective x op x dtype matches the reference", "[.mpi]") {
+  const dist::ProcessGroupPtr pg = mpi_world();
+  REQUIRE(pg->backend_name() == "mpi");
+  REQUIRE(dist::world() == pg);
+  INFO("rank " << pg->rank() << " of " << pg->size());
+  for (const auto& f : coll_test::check_everything(pg, checked())) FAIL_CHECK(f);
+}
+
+TEST_CASE("mpi: auto picks mpi under mpirun and nccl is refused", "[.mpi]") {
+  const dist::ProcessGroupPtr first = mpi_world();
+  CHECK_THROWS_WITH(dist::init_process_group(), Catch::Contains("already initialized"));
+  dist::destroy_process_group();
+  CHECK_THROWS_AS(dist::init_process_group({.backend = "nccl"}), tessera::NotSupportedError);
+  const dist::ProcessGroupPtr pg = dist::init_process_group({.backend = "auto"});
+  CHECK(pg->backend_name() == "mpi");
+  CHECK(pg->size() == first->size());
+  CHECK(dist::world() == pg);
+  tessera::Tensor t = coll_test::filled(tessera::kFloat32, {3}, pg->rank());
+  pg->all_reduce(t, dist::ReduceOp::Max);
+  first->barrier();  // the first world stays usable while its owners hold it
+}
