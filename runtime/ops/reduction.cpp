@@ -92,7 +92,7 @@ Tensor sum_or_prod(ReductionOp op, const Tensor& a, const std::vector<int64_t>& 
 Tensor arg_reduce(ReductionOp op, const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
   const char* name = op_name(op);
   TS_CHECK_DTYPE(a.dtype() != kBool, "[", name,
-                 "] is not implemented for bool inputs, as in PyTorch; convert with to()");
+                 "] is not supported for bool inputs (as in PyTorch); convert with to()");
   if (dim) {
     const std::vector<int64_t> d = reduction_dims(name, a, {*dim});
     check_nonempty(name, a, d, true);
