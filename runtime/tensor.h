@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <vector>
 
@@ -17,9 +19,23 @@
 
 namespace tessera {
 
+namespace autograd {
+class Node;
+}  // namespace autograd
+
 // Slot for the autograd layer: the runtime only carries it (autograd/ defines what is inside).
 struct AutogradMetaBase {
   virtual ~AutogradMetaBase() = default;
+  // A leaf marked requires_grad, or the output of a recorded op (see runtime/autograd_hooks.h).
+  virtual bool requires_grad() const = 0;
+};
+
+// Options of Tensor::backward (torch.Tensor.backward's keyword arguments).
+struct BackwardOptions {
+  // Keep the graph's saved tensors for another backward; defaults to create_graph.
+  std::optional<bool> retain_graph = std::nullopt;
+  // Record the backward pass itself, for higher-order derivatives.
+  bool create_graph = false;
 };
 
 struct TensorImpl {
@@ -115,6 +131,32 @@ class Tensor {
   Tensor& operator-=(const Scalar& other);
   Tensor& operator*=(const Scalar& other);
   Tensor& operator/=(const Scalar& other);
+
+  // ---- autograd (defined in autograd/tensor_autograd.cpp; see autograd/README.md) ----
+  bool requires_grad() const;
+  // Marks a leaf as requiring gradients. Errors: a non-floating dtype; false on a non-leaf.
+  const Tensor& requires_grad_(bool requires_grad = true) const;
+  // The accumulated gradient (undefined until a backward reaches this leaf or retained non-leaf).
+  Tensor grad() const;
+  Tensor& mutable_grad() const;
+  void set_grad(const Tensor& grad) const;
+  // Backpropagates from this tensor into the .grad() of the leaves it depends on. `gradient` may be
+  // omitted only for a one-element tensor. Errors: the tensor does not require grad; a second
+  // backward through freed saved tensors without retain_graph.
+  void backward(const Tensor& gradient = {}, BackwardOptions options = {}) const;
+  // Same storage and geometry, out of the graph (requires_grad false).
+  Tensor detach() const;
+  // No grad_fn: created by the user, or not requiring grad.
+  bool is_leaf() const;
+  // fn(grad) runs when the gradient of this tensor is computed; a defined result replaces it.
+  void register_hook(std::function<Tensor(const Tensor&)> fn) const;
+  // Keep the gradient of this non-leaf in .grad() on backward (a no-op for leaves).
+  void retain_grad() const;
+  bool retains_grad() const;
+  // The node that computes this tensor's gradient inputs; null for leaves.
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  // Index of this tensor among its grad_fn's outputs.
+  uint32_t output_nr() const;
 
  private:
   const TensorImpl& impl() const {

@@ -1,0 +1,25 @@
+#pragma once
+// The backward engine: runs a graph of Nodes from root edges on the calling thread.
+//
+// Note [Engine state is per call]
+// Everything the engine tracks (dependency counts, gradient buffers, the ready queue) is local to
+// one execute() call, so a backward inside a Function's backward (reentrant) and backward passes
+// of several rank threads at once need no locks; the graph each caller owns is the only shared
+// state.
+
+#include <vector>
+
+#include "autograd/node.h"
+#include "runtime/tensor.h"
+
+namespace tessera::autograd {
+
+// Runs backward with root_grads[i] entering roots[i]. With `outputs` empty, every node reachable
+// from the roots runs (leaves accumulate into .grad()); otherwise only the nodes leading to an
+// output edge run and the summed gradient arriving at each output edge is returned (undefined if
+// none arrived), without running the output nodes themselves. Runs under grad mode = create_graph;
+// without keep_graph, each node's saved tensors are released once it ran.
+std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> root_grads,
+                            bool keep_graph, bool create_graph, const std::vector<Edge>& outputs);
+
+}  // namespace tessera::autograd

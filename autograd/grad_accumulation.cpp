@@ -1,0 +1,40 @@
+#include "autograd/grad_accumulation.h"
+
+#include "autograd/function.h"
+#include "runtime/autograd_hooks.h"
+#include "runtime/ops.h"
+
+namespace tessera::autograd {
+
+namespace {
+
+struct SumGradients : Function<SumGradients> {
+  static const char* name() { return "SumGradients"; }
+  static Tensor forward(AutogradContext* /*ctx*/, const Tensor& a, const Tensor& b) {
+    return tessera::add(a, b);
+  }
+  static std::vector<Tensor> backward(AutogradContext* /*ctx*/, std::vector<Tensor> grads) {
+    return {grads[0], grads[0]};
+  }
+};
+
+struct CopyGradient : Function<CopyGradient> {
+  static const char* name() { return "CopyGradient"; }
+  static Tensor forward(AutogradContext* /*ctx*/, const Tensor& g) { return g.clone(); }
+  static std::vector<Tensor> backward(AutogradContext* /*ctx*/, std::vector<Tensor> grads) {
+    return {grads[0]};
+  }
+};
+
+}  // namespace
+
+// The plain ops when nothing records, to spare the node allocation on every first-order backward.
+Tensor sum_gradients(const Tensor& a, const Tensor& b) {
+  return any_requires_grad(a, b) ? SumGradients::apply(a, b) : tessera::add(a, b);
+}
+
+Tensor copy_gradient(const Tensor& g) {
+  return any_requires_grad(g) ? CopyGradient::apply(g) : g.clone();
+}
+
+}  // namespace tessera::autograd

@@ -1,0 +1,79 @@
+#pragma once
+// The backward graph: a Node per recorded op computes the gradients of its forward inputs from the
+// gradients of its forward outputs. Edges point from a node to the nodes of its inputs.
+// See autograd/README.md for the picture.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace tessera::autograd {
+
+class Node;
+
+// Where one gradient goes: input slot `input_nr` of `function`. Invalid (null function) for a
+// forward input that does not require grad.
+struct Edge {
+  std::shared_ptr<Node> function;
+  uint32_t input_nr = 0;
+
+  bool is_valid() const { return function != nullptr; }
+};
+
+// What a node expects of the gradient in one input slot (that of one forward output).
+struct InputMetadata {
+  Shape shape;
+  DType dtype = kFloat32;
+  Device device = Device::cpu();
+};
+
+using TensorHook = std::function<Tensor(const Tensor&)>;
+
+class Node {
+ public:
+  Node() = default;
+  virtual ~Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // Gradients of the forward inputs (one per next edge; undefined = none) from the gradients of the
+  // forward outputs (one per input slot). Called by the engine only.
+  virtual std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) = 0;
+  // For error messages and introspection, e.g. "AccumulateGrad".
+  virtual std::string name() const = 0;
+  // Frees saved tensors once a backward without retain_graph has run this node.
+  virtual void release_variables() {}
+
+  const std::vector<Edge>& next_edges() const { return next_edges_; }
+  size_t num_outputs() const { return next_edges_.size(); }
+  void set_next_edges(std::vector<Edge> edges) { next_edges_ = std::move(edges); }
+
+  // Declares the next input slot (in order) with t's shape, dtype and device; returns its index.
+  uint32_t add_input_metadata(const Tensor& t);
+  const std::vector<InputMetadata>& input_metadata() const { return input_metadata_; }
+  size_t num_inputs() const { return input_metadata_.size(); }
+
+  // Hooks of the non-leaf tensor in slot input_nr (Tensor::register_hook, Tensor::retain_grad). The
+  // engine runs them on the slot's summed gradient before apply: registered hooks in order, then
+  // the retain_grad hooks, which only observe.
+  void add_tensor_pre_hook(uint32_t input_nr, TensorHook hook);
+  void add_retain_grad_hook(uint32_t input_nr, std::function<void(const Tensor&)> hook);
+  // Virtual: a leaf's AccumulateGrad runs the hooks kept on the leaf itself.
+  virtual void run_pre_hooks(std::vector<Tensor>& grads) const;
+
+ private:
+  std::vector<Edge> next_edges_;
+  std::vector<InputMetadata> input_metadata_;
+  std::vector<std::pair<uint32_t, TensorHook>> pre_hooks_;
+  std::vector<std::pair<uint32_t, std::function<void(const Tensor&)>>> retain_grad_hooks_;
+};
+
+// Applies hooks in order to grad; a hook returning an undefined tensor keeps the gradient.
+Tensor apply_hooks(const std::vector<TensorHook>& hooks, Tensor grad);
+
+}  // namespace tessera::autograd
