@@ -24,6 +24,9 @@ struct AutogradMeta final : AutogradMetaBase {
   // Hooks of a leaf (non-leaf hooks live on grad_fn_, see Node::add_tensor_pre_hook).
   std::vector<TensorHook> hooks_;
   bool retains_grad_ = false;
+  // Set on a view made from a tensor that requires grad (autograd/formulas/views.cpp), so that an
+  // in-place write through the view cannot silently bypass its base's history.
+  bool is_view_ = false;
   // Guards grad_accumulator_ creation and grad_ accumulation.
   std::mutex mutex_;
 

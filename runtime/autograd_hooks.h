@@ -3,34 +3,43 @@
 // autograd/ (DESIGN.md layers).
 //
 // Note [Recording ops for autograd]
-// An op entry point in runtime/ops/ computes its outputs first, then, only when
-// any_requires_grad(inputs...) holds, calls its family's slot of autograd_hooks() with the same
-// arguments it gave the kernel. autograd/ fills the slots (detail::install_autograd_hooks, one
-// explicit registration function, mirroring KernelTable); a slot creates the op's backward Node,
-// saves what the formula needs and sets the outputs' grad_fn. Adding a family's formulas adds
-// its slot here, its recorder under autograd/formulas/ and one call per entry point.
+// Each op family has a table of function pointers, one slot per differentiable entry point with
+// that entry point's signature, declared next to the family in runtime/ops/<family>_grad.h:
+//
+//   struct ElementwiseGradHooks { Tensor (*unary)(UnaryOp op, const Tensor& a) = nullptr; ... };
+//   void install_grad_hooks(ElementwiseGradHooks& hooks);   // defined in autograd/formulas/
+//
+// An entry point starts with
+//
+//   if (any_requires_grad(a)) return grad_hooks<ElementwiseGradHooks>().unary(op, a);
+//
+// and the slot (autograd/formulas/<family>.cpp) runs the same entry point again under
+// NoGradGuard (so nothing inside it records: no nodes for the internal expand / to / view calls),
+// then creates the op's backward Node, saves what the formula needs and gives the outputs their
+// history (autograd/formulas/formula.h). Backward formulas are written with runtime ops, so that
+// they record again under create_graph. Composite entry points made only of other public ops
+// need no slot: their parts record.
 
 #include <vector>
 
 #include "runtime/grad_mode.h"
-#include "runtime/op_table.h"
 #include "runtime/tensor.h"
 
 namespace tessera {
 
-struct AutogradHooks {
-  // Record out = op(in) and out = op(a, b); the arguments are those of KernelTable::unary/binary.
-  void (*unary)(UnaryOp op, const Tensor& out, const Tensor& in) = nullptr;
-  void (*binary)(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) = nullptr;
-};
-
-// The table autograd/ filled (once, on first use).
-const AutogradHooks& autograd_hooks();
+// The table of one op family, filled once (on first use) by the install_grad_hooks overload for
+// its type, which autograd/ defines; found by argument-dependent lookup.
+template <typename Hooks>
+const Hooks& grad_hooks() {
+  static const Hooks table = [] {
+    Hooks hooks;
+    install_grad_hooks(hooks);
+    return hooks;
+  }();
+  return table;
+}
 
 namespace detail {
-// Defined in autograd/register.cpp.
-void install_autograd_hooks(AutogradHooks& table);
-
 inline bool requires_grad_fast(const Tensor& t) {
   const TensorImpl* impl = t.unsafe_impl();
   return impl != nullptr && impl->autograd_meta != nullptr && impl->autograd_meta->requires_grad();
