@@ -6,7 +6,7 @@ install(TARGETS tessera tessera_headers EXPORT TesseraTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Public headers keep their repository-rooted paths: <tessera/tessera.h>, "runtime/tensor.h", ...
-install(DIRECTORY runtime autograd collectives tessera DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tessera
+install(DIRECTORY runtime autograd collectives dtensor tessera DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tessera
   FILES_MATCHING PATTERN "*.h")
 install(EXPORT TesseraTargets NAMESPACE Tessera:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Tessera)
 configure_package_config_file(cmake/TesseraConfig.cmake.in

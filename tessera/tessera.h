@@ -21,3 +21,6 @@
 #include "collectives/process_group.h"
 #include "collectives/reduce_op.h"
 #include "collectives/work.h"
+#include "dtensor/device_mesh.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/placement.h"

@@ -1,0 +1,17 @@
+#pragma once
+// The raw collectives behind a redistribute plan, for benchmarks that time a redistribute beside
+// what its communication alone costs: one callable per communicating step, issuing that step's
+// collective on the same group with preallocated buffers of the same sizes (even blocks: the
+// larger shard size of an uneven split rounded down to a multiple of the group).
+
+#include <functional>
+#include <vector>
+
+#include "dtensor/redistribute/plan.h"
+
+namespace tessera::debug {
+
+std::vector<std::function<void()>> raw_collectives(const DTensorSpec& src,
+                                                   const dtensor::RedistributePlan& plan);
+
+}  // namespace tessera::debug

@@ -1,0 +1,270 @@
+#include "dtensor/dtensor.h"
+
+#include "dtensor/dtensor_functions.h"
+#include "dtensor/redistribute/runs.h"
+#include "runtime/grad_mode.h"
+#include "runtime/ops.h"
+
+namespace tessera {
+
+namespace {
+
+using dtensor::normalize_for_grad;
+using dtensor::normalize_placements;
+
+// Global shape and stride from a local shard, assuming even shards (torch
+// compute_global_tensor_info).
+std::pair<Shape, Shape> global_from_local(const Tensor& local, const DeviceMesh& mesh,
+                                          const Placements& placements) {
+  Shape shape = local.sizes();
+  Shape stride = local.strides();
+  for (size_t m = 0; m < placements.size(); ++m) {
+    if (!placements[m].is_shard()) continue;
+    const int64_t d = placements[m].dim();
+    const int64_t n = mesh.size(static_cast<int64_t>(m));
+    const int64_t shard_stride = stride[static_cast<size_t>(d)];
+    shape[static_cast<size_t>(d)] *= n;
+    for (size_t i = 0; i < stride.size(); ++i) {
+      if (static_cast<int64_t>(i) != d && stride[i] >= shard_stride) stride[i] *= n;
+    }
+  }
+  return {shape, stride};
+}
+
+// Every rank's (dtype, shape) must agree: one all_gather of a few int64 per rank.
+void check_metadata(const char* op, const Tensor& local, const DeviceMesh& mesh,
+                    const std::optional<Shape>& shape) {
+  const dist::ProcessGroupPtr group =
+      mesh.ndim() == 1 ? mesh.get_group(0) : mesh.flattened_group([&] {
+        std::vector<int64_t> all;
+        for (int64_t m = 0; m < mesh.ndim(); ++m) all.push_back(m);
+        return all;
+      }());
+  constexpr int64_t kMaxDims = 8;
+  TS_CHECK(local.dim() <= kMaxDims, "[", op, "] run_check supports tensors of up to ", kMaxDims,
+           " dims, got ", local.dim());
+  std::vector<int64_t> mine(2 + kMaxDims, -1);
+  mine[0] = static_cast<int64_t>(local.dtype());
+  mine[1] = shape.has_value() ? static_cast<int64_t>(shape->size()) : -1;
+  if (shape.has_value()) {
+    for (size_t i = 0; i < shape->size(); ++i) mine[2 + i] = (*shape)[i];
+  }
+  const Tensor in = from_vector(mine, {static_cast<int64_t>(mine.size())});
+  const Tensor all =
+      Tensor::make_empty({group->size(), static_cast<int64_t>(mine.size())}, kInt64, Device::cpu());
+  group->all_gather_into_tensor(all, in)->wait();
+  const std::vector<int64_t> v = all.to_vector<int64_t>();
+  for (int r = 0; r < group->size(); ++r) {
+    for (size_t i = 0; i < mine.size(); ++i) {
+      TS_CHECK(v[static_cast<size_t>(r) * mine.size() + i] == mine[i], "[", op,
+               "] inconsistent tensor metadata across ranks: rank ", group->rank(), " has dtype ",
+               local.dtype(), (shape ? " and shape " : ""), (shape ? *shape : Shape{}),
+               " but group rank ", r, " differs (run_check)");
+    }
+  }
+}
+
+}  // namespace
+
+DTensor::DTensor(Tensor local, std::shared_ptr<const DTensorSpec> spec, dist::WorkPtr pending,
+                 std::vector<Tensor> keep_alive)
+    : local_(std::move(local)),
+      spec_(std::move(spec)),
+      pending_(std::move(pending)),
+      keep_alive_(std::move(keep_alive)) {}
+
+const DTensorSpec& DTensor::spec() const {
+  TS_CHECK(spec_ != nullptr, "[DTensor] operation on an undefined DTensor");
+  return *spec_;
+}
+
+int64_t DTensor::size(int64_t d) const {
+  return spec().shape[static_cast<size_t>(wrap_dim(d, ndim(), "DTensor.size"))];
+}
+
+Device DTensor::device() const { return local_.device(); }
+
+DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh,
+                            const Placements& placements, FromLocalOptions options) {
+  TS_CHECK(local.defined(), "[DTensor.from_local] undefined local tensor");
+  const Placements ps = normalize_placements("DTensor.from_local", placements, mesh, local.dim());
+  TS_CHECK(options.shape.has_value() == options.stride.has_value(),
+           "[DTensor.from_local] got only one of shape and stride; please pass both shape and "
+           "stride at the same time, or neither");
+  if (options.grad_placements.has_value()) {
+    options.grad_placements =
+        normalize_placements("DTensor.from_local", *options.grad_placements, mesh, local.dim());
+  }
+  auto spec = std::make_shared<DTensorSpec>(DTensorSpec{mesh, ps, {}, {}, local.dtype()});
+  if (options.shape.has_value()) {
+    TS_CHECK(options.shape->size() == static_cast<size_t>(local.dim()),
+             "[DTensor.from_local] shape ", *options.shape, " has ", options.shape->size(),
+             " dims but the local tensor has ", local.dim());
+    spec->shape = *options.shape;
+    spec->stride = *options.stride;
+    const Shape expected = spec->local_shape();
+    TS_CHECK_SHAPE(expected == local.sizes(), "[DTensor.from_local] local tensor of shape ",
+                   local.sizes(), " is not this rank's shard of global shape ", spec->shape,
+                   " under ", ps, " (expected ", expected, ")");
+  } else {
+    std::tie(spec->shape, spec->stride) = global_from_local(local, mesh, ps);
+  }
+  if (options.run_check) {
+    check_metadata("DTensor.from_local", local, mesh, options.shape);
+    // As PyTorch: coordinate 0's data is broadcast into `local` itself along Replicate dims.
+    NoGradGuard no_grad;
+    for (size_t m = 0; m < ps.size(); ++m) {
+      if (ps[m].is_replicate())
+        mesh.get_group(static_cast<int64_t>(m))->broadcast(local, 0)->wait();
+    }
+  }
+  Tensor data = local;
+  if (is_grad_enabled() && data.requires_grad()) {
+    data = dtensor::from_local_identity(data, spec, options.grad_placements);
+  }
+  return DTensor(std::move(data), std::move(spec));
+}
+
+Tensor DTensor::to_local(ToLocalOptions options) const {
+  wait();
+  if (!is_grad_enabled() || !local_.requires_grad()) return local_;
+  if (options.grad_placements.has_value()) {
+    options.grad_placements =
+        normalize_placements("DTensor.to_local", *options.grad_placements, device_mesh(), ndim());
+  }
+  return dtensor::to_local_identity(local_, spec_, options.grad_placements);
+}
+
+Tensor DTensor::full_tensor(ToLocalOptions options) const {
+  return redistribute(Placements(static_cast<size_t>(device_mesh().ndim()), Replicate()))
+      .to_local(std::move(options));
+}
+
+DTensor DTensor::redistribute(const Placements& placements, RedistributeOptions options) const {
+  wait();
+  const Placements dst =
+      normalize_placements("DTensor.redistribute", placements, device_mesh(), ndim());
+  auto out_spec = std::make_shared<DTensorSpec>(spec());
+  out_spec->placements = dst;
+  if (options.forward_dtype.has_value()) out_spec->dtype = *options.forward_dtype;
+  dtensor::ExecuteResult pending;
+  Tensor out = dtensor::redistribute_local(local_, spec_, dst, options, &pending);
+  if (options.async_op && pending.pending != nullptr) {
+    return DTensor(std::move(out), std::move(out_spec), std::move(pending.pending),
+                   std::move(pending.keep_alive));
+  }
+  return DTensor(std::move(out), std::move(out_spec));
+}
+
+DTensor DTensor::redistribute(const DeviceMesh& mesh, const Placements& placements,
+                              RedistributeOptions options) const {
+  TS_CHECK(mesh == device_mesh(), "[DTensor.redistribute] cross-mesh redistribute is not ",
+           "supported: the DTensor is on ", device_mesh(), " and the target mesh is ", mesh);
+  return redistribute(placements, std::move(options));
+}
+
+const DTensor& DTensor::wait() const {
+  if (pending_ != nullptr) {
+    pending_->wait();
+    pending_ = nullptr;
+    keep_alive_.clear();
+  }
+  return *this;
+}
+
+std::vector<ChunkMeta> DTensor::chunk_list() const {
+  const auto runs = spec().global_runs(spec().coordinate());
+  std::vector<ChunkMeta> chunks{ChunkMeta{}};
+  for (size_t d = 0; d < runs.size(); ++d) {
+    std::vector<ChunkMeta> next;
+    std::vector<dtensor::Run> dim_runs = runs[d];
+    if (dim_runs.empty()) dim_runs.push_back(dtensor::Run{shape()[d], 0});
+    for (const ChunkMeta& c : chunks) {
+      for (const dtensor::Run& r : dim_runs) {
+        ChunkMeta n = c;
+        n.offsets.push_back(r.size == 0 ? shape()[d] : r.offset);
+        n.sizes.push_back(r.size);
+        next.push_back(std::move(n));
+      }
+    }
+    chunks = std::move(next);
+  }
+  return chunks;
+}
+
+bool DTensor::requires_grad() const { return local_.requires_grad(); }
+
+const DTensor& DTensor::requires_grad_(bool requires_grad) const {
+  local_.requires_grad_(requires_grad);
+  return *this;
+}
+
+DTensor DTensor::grad() const {
+  const Tensor g = local_.grad();
+  if (!g.defined()) return DTensor();
+  auto s = std::make_shared<DTensorSpec>(spec());
+  s->placements = normalize_for_grad(s->placements);
+  s->dtype = g.dtype();
+  return DTensor(g, std::move(s));
+}
+
+void DTensor::backward(const DTensor& gradient) const {
+  wait();
+  if (!gradient.defined()) {
+    local_.backward();
+    return;
+  }
+  TS_CHECK_SHAPE(gradient.shape() == shape(), "[DTensor.backward] gradient of shape ",
+                 gradient.shape(), " for a DTensor of shape ", shape());
+  local_.backward(gradient.redistribute(normalize_for_grad(placements())).to_local());
+}
+
+std::ostream& operator<<(std::ostream& os, const DTensor& t) {
+  if (!t.defined()) return os << "DTensor(undefined)";
+  return os << "DTensor(shape " << t.shape() << ", " << t.dtype() << ", " << t.placements() << ", "
+            << t.device_mesh() << ", local " << t.unsafe_local().sizes() << ")";
+}
+
+DTensor distribute_tensor(const Tensor& tensor, const DeviceMesh& mesh, Placements placements,
+                          std::optional<int> src_data_rank) {
+  TS_CHECK(tensor.defined(), "[distribute_tensor] undefined tensor");
+  if (placements.empty()) placements.assign(static_cast<size_t>(mesh.ndim()), Replicate());
+  const Placements ps = normalize_placements("distribute_tensor", placements, mesh, tensor.dim());
+  auto spec = std::make_shared<DTensorSpec>(
+      DTensorSpec{mesh, ps, tensor.sizes(), contiguous_strides(tensor.sizes()), tensor.dtype()});
+  Tensor local;
+  {
+    NoGradGuard no_grad;
+    Tensor source = tensor.detach().contiguous();
+    if (src_data_rank.has_value()) {
+      TS_CHECK(*src_data_rank >= 0 && *src_data_rank < mesh.size(), "[distribute_tensor] ",
+               "src_data_rank ", *src_data_rank, " is not a rank of the mesh (0 to ",
+               mesh.size() - 1, ")");
+      std::vector<int64_t> all;
+      for (int64_t m = 0; m < mesh.ndim(); ++m) all.push_back(m);
+      if (source.is_alias_of(tensor)) source = source.clone();
+      mesh.flattened_group(all)->broadcast(source, *src_data_rank)->wait();
+    }
+    const std::vector<int64_t> coord = spec->coordinate();
+    const auto runs = spec->global_runs(coord);
+    local = source;
+    for (size_t d = 0; d < runs.size(); ++d) {
+      local = dtensor::assemble_runs(static_cast<int64_t>(d), runs[d],
+                                     {dtensor::RunSource{local, {dtensor::Run{0, local.size(d)}}}});
+    }
+    local = local.is_alias_of(tensor) ? local.clone() : local.contiguous();
+    for (size_t m = 0; m < ps.size(); ++m) {
+      if (ps[m].is_partial(dist::ReduceOp::Sum) && coord[m] != 0) local = zeros_like(local);
+      if (ps[m].is_partial() && !ps[m].is_partial(dist::ReduceOp::Sum) &&
+          !ps[m].is_partial(dist::ReduceOp::Avg) && !ps[m].is_partial(dist::ReduceOp::Min) &&
+          !ps[m].is_partial(dist::ReduceOp::Max)) {
+        TS_CHECK(false, "[distribute_tensor] ", ps[m], " cannot be made from a full tensor; only ",
+                 "sum, avg, min and max partials can");
+      }
+    }
+  }
+  if (tensor.requires_grad()) local.requires_grad_();
+  return DTensor(std::move(local), std::move(spec));
+}
+
+}  // namespace tessera

@@ -1,0 +1,29 @@
+#pragma once
+// The autograd Functions behind DTensor's differentiable conversions (Note [DTensor autograd] in
+// dtensor/dtensor.h). Each takes and returns local tensors; specs travel as shared pointers.
+
+#include <memory>
+#include <optional>
+
+#include "dtensor/dtensor.h"
+#include "dtensor/redistribute/execute.h"
+
+namespace tessera::dtensor {
+
+// The local tensor of `src` redistributed to `dst` (normalized placements). With
+// options.async_op, `pending` (if not null) receives the still-running collective.
+Tensor redistribute_local(const Tensor& local, const std::shared_ptr<const DTensorSpec>& src,
+                          const Placements& dst, const RedistributeOptions& options,
+                          ExecuteResult* pending = nullptr);
+
+// from_local's recorded identity: backward turns the gradient (normalized placements of `spec`)
+// into `grad_placements` when given.
+Tensor from_local_identity(const Tensor& local, const std::shared_ptr<const DTensorSpec>& spec,
+                           const std::optional<Placements>& grad_placements);
+
+// to_local's recorded identity: backward turns a gradient laid out as `grad_placements` into
+// the normalized placements of `spec`.
+Tensor to_local_identity(const Tensor& local, const std::shared_ptr<const DTensorSpec>& spec,
+                         const std::optional<Placements>& grad_placements);
+
+}  // namespace tessera::dtensor

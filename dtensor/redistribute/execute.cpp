@@ -1,0 +1,283 @@
+// Each step kind's data movement. Every step works from the global index runs each group member
+// holds before and after the step (dtensor/sharding.h), so uneven shards, nested shards and
+// StridedShard need no special cases; the common layouts (the moved dim outermost, equal chunks)
+// take fast paths where the collective writes straight into the output.
+
+#include "dtensor/redistribute/execute.h"
+
+#include "dtensor/redistribute/runs.h"
+#include "runtime/ops.h"
+
+namespace tessera::dtensor {
+
+namespace {
+
+struct StepContext {
+  DTensorSpec from;
+  DTensorSpec to;
+  int64_t mesh_dim = 0;  // the first (outermost) changed mesh dim
+  dist::ProcessGroupPtr group;
+  std::vector<std::vector<int64_t>> members;  // coordinates, in group rank order
+  std::vector<int64_t> me;
+  dist::CollectiveOptions options;
+};
+
+StepContext context_of(const DTensorSpec& src, const RedistributeStep& step, bool async_op) {
+  StepContext c{src, src, 0, nullptr, {}, {}, {}};
+  c.from.placements = step.from;
+  c.to.placements = step.to;
+  c.mesh_dim = step.mesh_dims.front();
+  c.me = src.coordinate();
+  c.group = src.mesh.flattened_group(step.mesh_dims);
+  c.options.async_op = async_op;
+  int64_t count = 1;
+  for (int64_t m : step.mesh_dims) count *= src.mesh.size(m);
+  for (int64_t i = 0; i < count; ++i) {
+    std::vector<int64_t> coord = c.me;
+    int64_t rest = i;
+    for (auto it = step.mesh_dims.rbegin(); it != step.mesh_dims.rend(); ++it) {
+      coord[static_cast<size_t>(*it)] = rest % src.mesh.size(*it);
+      rest /= src.mesh.size(*it);
+    }
+    c.members.push_back(std::move(coord));
+  }
+  TS_INTERNAL_ASSERT(c.group != nullptr && c.group->size() == count, "redistribute: no group of ",
+                     count, " ranks for the step's mesh dims");
+  return c;
+}
+
+const Placement& from_placement(const StepContext& c) {
+  return c.from.placements[static_cast<size_t>(c.mesh_dim)];
+}
+const Placement& to_placement(const StepContext& c) {
+  return c.to.placements[static_cast<size_t>(c.mesh_dim)];
+}
+
+// Whether runs in order, joined, are exactly `whole`.
+bool concatenate_to(const std::vector<std::vector<Run>>& parts, const std::vector<Run>& whole) {
+  std::vector<Run> joined;
+  for (const auto& runs : parts) {
+    for (const Run& r : runs) {
+      if (r.size == 0) continue;
+      if (!joined.empty() && joined.back().offset + joined.back().size == r.offset) {
+        joined.back().size += r.size;
+      } else {
+        joined.push_back(r);
+      }
+    }
+  }
+  std::vector<Run> target;
+  for (const Run& r : whole) {
+    if (r.size > 0) target.push_back(r);
+  }
+  return positions_of(joined, target) == std::vector<Run>{Run{0, total_size(target)}} ||
+         (target.empty() && joined.empty());
+}
+
+bool leading_dims_are_one(const Shape& shape, int64_t dim) {
+  for (int64_t i = 0; i < dim; ++i) {
+    if (shape[static_cast<size_t>(i)] != 1) return false;
+  }
+  return true;
+}
+
+// A result that owns its storage (never a view of the step's input).
+Tensor owned(const Tensor& result, const Tensor& input) {
+  return result.is_alias_of(input) ? result.clone() : result.contiguous();
+}
+
+Tensor gather(const Tensor& local, const StepContext& c, dist::WorkPtr& pending,
+              std::vector<Tensor>& keep_alive) {
+  const int64_t d = from_placement(c).dim();
+  const std::vector<Run> want = c.to.global_runs(c.me)[static_cast<size_t>(d)];
+  std::vector<std::vector<Run>> member_runs;
+  std::vector<Shape> member_shapes;
+  for (const auto& m : c.members) {
+    member_runs.push_back(c.from.global_runs(m)[static_cast<size_t>(d)]);
+    member_shapes.push_back(c.from.local_shape(m));
+  }
+  const Tensor in = local.contiguous();
+  keep_alive.push_back(in);
+  const Shape out_shape = c.to.local_shape(c.me);
+  if (concatenate_to(member_runs, want) && leading_dims_are_one(out_shape, d)) {
+    Tensor out = Tensor::make_empty(out_shape, local.dtype(), local.device());
+    bool equal = true;
+    for (const Shape& s : member_shapes) equal = equal && s == member_shapes[0];
+    if (equal) {
+      pending = c.group->all_gather_into_tensor(out, in, c.options);
+      return out;
+    }
+    std::vector<Tensor> outs;
+    int64_t offset = 0;
+    for (const Shape& s : member_shapes) {
+      outs.push_back(out.narrow(d, offset, s[static_cast<size_t>(d)]));
+      offset += s[static_cast<size_t>(d)];
+    }
+    pending = c.group->all_gather(outs, in, c.options);
+    return out;
+  }
+  std::vector<RunSource> sources;
+  std::vector<Tensor> outs;
+  for (size_t k = 0; k < c.members.size(); ++k) {
+    outs.push_back(Tensor::make_empty(member_shapes[k], local.dtype(), local.device()));
+    sources.push_back(RunSource{outs.back(), member_runs[k]});
+  }
+  c.group->all_gather(outs, in)->wait();
+  return assemble_runs(d, want, sources).contiguous();
+}
+
+Tensor all_to_all(const Tensor& local, const StepContext& c) {
+  const int64_t d = from_placement(c).dim();
+  const int64_t e = to_placement(c).dim();
+  const auto my_from = c.from.global_runs(c.me);
+  const auto my_to = c.to.global_runs(c.me);
+  std::vector<Tensor> send_pieces;
+  std::vector<int64_t> in_splits;
+  std::vector<int64_t> out_splits;
+  std::vector<Shape> recv_shapes;
+  for (const auto& m : c.members) {
+    const std::vector<Run> their_e = c.to.global_runs(m)[static_cast<size_t>(e)];
+    Tensor piece = assemble_runs(e, their_e, {RunSource{local, my_from[static_cast<size_t>(e)]}});
+    send_pieces.push_back(piece.contiguous().reshape({-1}));
+    in_splits.push_back(send_pieces.back().numel());
+    Shape shape = c.from.local_shape(m);
+    shape[static_cast<size_t>(e)] = total_size(my_to[static_cast<size_t>(e)]);
+    out_splits.push_back(shape.numel());
+    recv_shapes.push_back(std::move(shape));
+  }
+  const Tensor send = cat(send_pieces, 0);
+  int64_t total = 0;
+  for (int64_t n : out_splits) total += n;
+  const Tensor recv = Tensor::make_empty({total}, local.dtype(), local.device());
+  c.group->all_to_all_single(recv, send, out_splits, in_splits)->wait();
+  std::vector<RunSource> sources;
+  int64_t offset = 0;
+  for (size_t k = 0; k < c.members.size(); ++k) {
+    sources.push_back(RunSource{recv.narrow(0, offset, out_splits[k]).view(recv_shapes[k]),
+                                c.from.global_runs(c.members[k])[static_cast<size_t>(d)]});
+    offset += out_splits[k];
+  }
+  return owned(assemble_runs(d, my_to[static_cast<size_t>(d)], sources), recv);
+}
+
+Tensor chunk(const Tensor& local, const StepContext& c) {
+  const int64_t d = to_placement(c).dim();
+  const std::vector<Run> have = c.from.global_runs(c.me)[static_cast<size_t>(d)];
+  const std::vector<Run> want = c.to.global_runs(c.me)[static_cast<size_t>(d)];
+  return owned(assemble_runs(d, want, {RunSource{local, have}}), local);
+}
+
+Tensor all_reduce(const Tensor& local, const StepContext& c, dist::WorkPtr& pending) {
+  Tensor out = local.clone();
+  pending = c.group->all_reduce(out, from_placement(c).reduce_op(), c.options);
+  return out;
+}
+
+// dims moved so that `dim` comes first, and back.
+Shape to_front(int64_t dim, int64_t ndim) {
+  Shape perm{dim};
+  for (int64_t i = 0; i < ndim; ++i) {
+    if (i != dim) perm.push_back(i);
+  }
+  return perm;
+}
+Shape from_front(int64_t dim, int64_t ndim) {
+  Shape perm;
+  for (int64_t i = 1; i <= dim; ++i) perm.push_back(i);
+  perm.insert(perm.begin() + dim, 0);
+  for (int64_t i = dim + 1; i < ndim; ++i) perm.push_back(i);
+  return perm;
+}
+
+Tensor reduce_scatter(const Tensor& local, const StepContext& c, dist::WorkPtr& pending,
+                      std::vector<Tensor>& keep_alive) {
+  const int64_t d = to_placement(c).dim();
+  const dist::ReduceOp op = from_placement(c).reduce_op();
+  const std::vector<Run> have = c.from.global_runs(c.me)[static_cast<size_t>(d)];
+  std::vector<std::vector<Run>> member_want;
+  int64_t widest = 0;
+  bool equal = true;
+  for (const auto& m : c.members) {
+    member_want.push_back(c.to.global_runs(m)[static_cast<size_t>(d)]);
+    const int64_t s = total_size(member_want.back());
+    equal = equal && (member_want.size() == 1 || s == widest);
+    widest = std::max(widest, s);
+  }
+  const Shape out_shape = c.to.local_shape(c.me);
+  if (equal && concatenate_to(member_want, have) && leading_dims_are_one(local.sizes(), d)) {
+    Tensor out = Tensor::make_empty(out_shape, local.dtype(), local.device());
+    keep_alive.push_back(local.contiguous());
+    pending = c.group->reduce_scatter_tensor(out, keep_alive.back(), op, c.options);
+    return out;
+  }
+  const int64_t nd = local.dim();
+  const Tensor moved = local.permute(to_front(d, nd));
+  Shape block = moved.sizes();
+  block[0] = widest;
+  Shape buffer_shape = block;
+  buffer_shape[0] = widest * static_cast<int64_t>(c.members.size());
+  const Tensor buffer = zeros(buffer_shape, local.dtype());
+  for (size_t k = 0; k < c.members.size(); ++k) {
+    const Tensor piece = assemble_runs(0, member_want[k], {RunSource{moved, have}});
+    buffer.narrow(0, static_cast<int64_t>(k) * widest, piece.size(0)).copy_(piece);
+  }
+  const Tensor out = Tensor::make_empty(block, local.dtype(), local.device());
+  c.group->reduce_scatter_tensor(out, buffer, op)->wait();
+  return out.narrow(0, 0, out_shape[static_cast<size_t>(d)])
+      .permute(from_front(d, nd))
+      .contiguous();
+}
+
+Tensor partition(const Tensor& local, const StepContext& c) {
+  // Sum: one rank keeps the value and the others hold zeros, so that reducing gives it back
+  // exactly (PyTorch divides by the group size, which rounds). Avg, min, max: every rank keeps it.
+  if (to_placement(c).reduce_op() == dist::ReduceOp::Sum &&
+      c.me[static_cast<size_t>(c.mesh_dim)] != 0) {
+    return zeros_like(local);
+  }
+  return local;
+}
+
+}  // namespace
+
+ExecuteResult execute_plan(const Tensor& local, const DTensorSpec& src,
+                           const RedistributePlan& plan, bool async_op) {
+  ExecuteResult result{local, nullptr, {}};
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const RedistributeStep& step = plan.steps[i];
+    const bool last = i + 1 == plan.steps.size();
+    const StepContext c = context_of(src, step, async_op && last);
+    dist::WorkPtr pending;
+    switch (step.kind) {
+      case StepKind::AllGather:
+        result.local = gather(result.local, c, pending, result.keep_alive);
+        break;
+      case StepKind::AllToAll:
+        result.local = all_to_all(result.local, c);
+        break;
+      case StepKind::Chunk:
+        result.local = chunk(result.local, c);
+        break;
+      case StepKind::AllReduce:
+        result.local = all_reduce(result.local, c, pending);
+        break;
+      case StepKind::ReduceScatter:
+        result.local = reduce_scatter(result.local, c, pending, result.keep_alive);
+        break;
+      case StepKind::Partition:
+        result.local = partition(result.local, c);
+        break;
+      case StepKind::Keep:
+        break;
+    }
+    if (pending != nullptr && !(async_op && last)) {
+      pending->wait();
+      pending = nullptr;
+    }
+    if (pending == nullptr) result.keep_alive.clear();
+    result.pending = std::move(pending);
+  }
+  return result;
+}
+
+}  // namespace tessera::dtensor

@@ -1,0 +1,82 @@
+#include "dtensor/redistribute/runs.h"
+
+#include <algorithm>
+
+#include "runtime/error.h"
+#include "runtime/ops.h"
+
+namespace tessera::dtensor {
+
+namespace {
+
+struct Segment {
+  int64_t global = 0;
+  int64_t size = 0;
+  size_t source = 0;
+  int64_t position = 0;
+};
+
+std::vector<Segment> segments_of(const std::vector<RunSource>& sources) {
+  std::vector<Segment> segs;
+  for (size_t s = 0; s < sources.size(); ++s) {
+    int64_t pos = 0;
+    for (const Run& r : sources[s].runs) {
+      if (r.size > 0) segs.push_back(Segment{r.offset, r.size, s, pos});
+      pos += r.size;
+    }
+  }
+  std::sort(segs.begin(), segs.end(),
+            [](const Segment& a, const Segment& b) { return a.global < b.global; });
+  return segs;
+}
+
+}  // namespace
+
+Tensor assemble_runs(int64_t dim, const std::vector<Run>& want,
+                     const std::vector<RunSource>& sources) {
+  TS_INTERNAL_ASSERT(!sources.empty(), "assemble_runs without sources");
+  const std::vector<Segment> segs = segments_of(sources);
+  std::vector<Tensor> pieces;
+  int64_t covered = 0;
+  for (const Run& w : want) {
+    for (const Segment& s : segs) {
+      const int64_t lo = std::max(w.offset, s.global);
+      const int64_t hi = std::min(w.offset + w.size, s.global + s.size);
+      if (lo >= hi) continue;
+      pieces.push_back(sources[s.source].tensor.narrow(dim, s.position + (lo - s.global), hi - lo));
+      covered += hi - lo;
+    }
+  }
+  TS_INTERNAL_ASSERT(covered == total_size(want), "assemble_runs: the sources hold ", covered,
+                     " of the ", total_size(want), " wanted indices");
+  if (pieces.empty()) {
+    Shape shape = sources[0].tensor.sizes();
+    shape[static_cast<size_t>(dim)] = 0;
+    return Tensor::make_empty(shape, sources[0].tensor.dtype(), sources[0].tensor.device());
+  }
+  if (pieces.size() == 1) return pieces[0];
+  return cat(pieces, dim);
+}
+
+std::vector<Run> positions_of(const std::vector<Run>& runs, const std::vector<Run>& want) {
+  std::vector<Run> out;
+  for (const Run& w : want) {
+    int64_t pos = 0;
+    for (const Run& r : runs) {
+      const int64_t lo = std::max(w.offset, r.offset);
+      const int64_t hi = std::min(w.offset + w.size, r.offset + r.size);
+      if (lo < hi) {
+        const int64_t p = pos + (lo - r.offset);
+        if (!out.empty() && out.back().offset + out.back().size == p) {
+          out.back().size += hi - lo;
+        } else {
+          out.push_back(Run{p, hi - lo});
+        }
+      }
+      pos += r.size;
+    }
+  }
+  return out;
+}
+
+}  // namespace tessera::dtensor
