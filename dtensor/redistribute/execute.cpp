@@ -131,30 +131,47 @@ Tensor all_to_all(const Tensor& local, const StepContext& c) {
   const int64_t e = to_placement(c).dim();
   const auto my_from = c.from.global_runs(c.me);
   const auto my_to = c.to.global_runs(c.me);
+  // Pack: the part of this rank's shard that member j holds afterwards, straight into block j of
+  // one send buffer.
   std::vector<Tensor> send_pieces;
   std::vector<int64_t> in_splits;
   std::vector<int64_t> out_splits;
   std::vector<Shape> recv_shapes;
+  std::vector<std::vector<Run>> member_from;
+  int64_t send_total = 0;
   for (const auto& m : c.members) {
     const std::vector<Run> their_e = c.to.global_runs(m)[static_cast<size_t>(e)];
-    Tensor piece = assemble_runs(e, their_e, {RunSource{local, my_from[static_cast<size_t>(e)]}});
-    send_pieces.push_back(piece.contiguous().reshape({-1}));
+    send_pieces.push_back(
+        assemble_runs(e, their_e, {RunSource{local, my_from[static_cast<size_t>(e)]}}));
     in_splits.push_back(send_pieces.back().numel());
+    send_total += in_splits.back();
     Shape shape = c.from.local_shape(m);
     shape[static_cast<size_t>(e)] = total_size(my_to[static_cast<size_t>(e)]);
     out_splits.push_back(shape.numel());
     recv_shapes.push_back(std::move(shape));
+    member_from.push_back(c.from.global_runs(m)[static_cast<size_t>(d)]);
   }
-  const Tensor send = cat(send_pieces, 0);
+  const Tensor send = Tensor::make_empty({send_total}, local.dtype(), local.device());
+  int64_t offset = 0;
+  for (size_t j = 0; j < send_pieces.size(); ++j) {
+    send.narrow(0, offset, in_splits[j]).view(send_pieces[j].sizes()).copy_(send_pieces[j]);
+    offset += in_splits[j];
+  }
   int64_t total = 0;
   for (int64_t n : out_splits) total += n;
   const Tensor recv = Tensor::make_empty({total}, local.dtype(), local.device());
   c.group->all_to_all_single(recv, send, out_splits, in_splits)->wait();
+  const Shape out_shape = c.to.local_shape(c.me);
+  // Blocks that follow each other along an outermost dim d already are the result.
+  if (concatenate_to(member_from, my_to[static_cast<size_t>(d)]) &&
+      leading_dims_are_one(out_shape, d)) {
+    return recv.view(out_shape);
+  }
   std::vector<RunSource> sources;
-  int64_t offset = 0;
+  offset = 0;
   for (size_t k = 0; k < c.members.size(); ++k) {
-    sources.push_back(RunSource{recv.narrow(0, offset, out_splits[k]).view(recv_shapes[k]),
-                                c.from.global_runs(c.members[k])[static_cast<size_t>(d)]});
+    sources.push_back(
+        RunSource{recv.narrow(0, offset, out_splits[k]).view(recv_shapes[k]), member_from[k]});
     offset += out_splits[k];
   }
   return owned(assemble_runs(d, my_to[static_cast<size_t>(d)], sources), recv);
@@ -171,22 +188,6 @@ Tensor all_reduce(const Tensor& local, const StepContext& c, dist::WorkPtr& pend
   Tensor out = local.clone();
   pending = c.group->all_reduce(out, from_placement(c).reduce_op(), c.options);
   return out;
-}
-
-// dims moved so that `dim` comes first, and back.
-Shape to_front(int64_t dim, int64_t ndim) {
-  Shape perm{dim};
-  for (int64_t i = 0; i < ndim; ++i) {
-    if (i != dim) perm.push_back(i);
-  }
-  return perm;
-}
-Shape from_front(int64_t dim, int64_t ndim) {
-  Shape perm;
-  for (int64_t i = 1; i <= dim; ++i) perm.push_back(i);
-  perm.insert(perm.begin() + dim, 0);
-  for (int64_t i = dim + 1; i < ndim; ++i) perm.push_back(i);
-  return perm;
 }
 
 Tensor reduce_scatter(const Tensor& local, const StepContext& c, dist::WorkPtr& pending,
@@ -210,22 +211,23 @@ Tensor reduce_scatter(const Tensor& local, const StepContext& c, dist::WorkPtr& 
     pending = c.group->reduce_scatter_tensor(out, keep_alive.back(), op, c.options);
     return out;
   }
-  const int64_t nd = local.dim();
-  const Tensor moved = local.permute(to_front(d, nd));
-  Shape block = moved.sizes();
-  block[0] = widest;
-  Shape buffer_shape = block;
-  buffer_shape[0] = widest * static_cast<int64_t>(c.members.size());
-  const Tensor buffer = zeros(buffer_shape, local.dtype());
-  for (size_t k = 0; k < c.members.size(); ++k) {
-    const Tensor piece = assemble_runs(0, member_want[k], {RunSource{moved, have}});
-    buffer.narrow(0, static_cast<int64_t>(k) * widest, piece.size(0)).copy_(piece);
+  // Block k of the input: member k's part, padded along d to the widest part (the padding only
+  // meets padding, and is cut off after).
+  Shape block = local.sizes();
+  block[static_cast<size_t>(d)] = widest;
+  const int64_t block_numel = block.numel();
+  const int64_t n = static_cast<int64_t>(c.members.size());
+  const Tensor buffer = Tensor::make_empty({n * block_numel}, local.dtype(), local.device());
+  for (int64_t k = 0; k < n; ++k) {
+    const Tensor part =
+        assemble_runs(d, member_want[static_cast<size_t>(k)], {RunSource{local, have}});
+    const Tensor dest = buffer.narrow(0, k * block_numel, block_numel).view(block);
+    dest.narrow(d, 0, part.size(d)).copy_(part);
+    if (part.size(d) < widest) dest.narrow(d, part.size(d), widest - part.size(d)).zero_();
   }
   const Tensor out = Tensor::make_empty(block, local.dtype(), local.device());
   c.group->reduce_scatter_tensor(out, buffer, op)->wait();
-  return out.narrow(0, 0, out_shape[static_cast<size_t>(d)])
-      .permute(from_front(d, nd))
-      .contiguous();
+  return owned(out.narrow(d, 0, out_shape[static_cast<size_t>(d)]), buffer);
 }
 
 Tensor partition(const Tensor& local, const StepContext& c) {
