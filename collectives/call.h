@@ -26,6 +26,10 @@ struct Call {
   int peer = 0;  // root (broadcast, scatter, gather), dst (send) or src (recv), as a group rank
   std::vector<int64_t> in_counts;
   std::vector<int64_t> out_counts;
+  // all_to_all_single called without splits: equal blocks on every rank. With explicit splits
+  // the counts may happen to be equal on some ranks only, so backends must not pick a different
+  // algorithm from the counts alone.
+  bool equal_splits = false;
   std::chrono::milliseconds timeout{0};
   bool async_op = false;
 

@@ -222,6 +222,7 @@ WorkPtr ProcessGroup::all_to_all_single(const Tensor& out, const Tensor& in,
   Call call = make_call(CollectiveKind::AllToAllSingle, in, out);
   call.in_counts = all_to_all_counts(*this, in, in_splits, "in");
   call.out_counts = all_to_all_counts(*this, out, out_splits, "out");
+  call.equal_splits = in_splits.empty() && out_splits.empty();
   return issue(std::move(call), options);
 }
 

@@ -457,7 +457,8 @@ void ProcessGroupMPI::scatter(const Call& call) {
 
 void ProcessGroupMPI::all_to_all(const Call& call) {
   const MPI_Datatype type = unit_type(element_size(call.dtype()));
-  if (all_equal(call.in_counts) && all_equal(call.out_counts)) {
+  // MPI_Alltoall and MPI_Alltoallv do not match each other: choose from what every rank knows.
+  if (call.equal_splits) {
     TS_MPI_CHECK(MPI_Alltoall(bytes_of(call.in), to_mpi_count(call.in_counts[0], call.name()), type,
                               bytes_of(call.out), to_mpi_count(call.out_counts[0], call.name()),
                               type, comm_));

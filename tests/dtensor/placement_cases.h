@@ -88,4 +88,42 @@ inline Tensor make_local(const Tensor& ref, const DeviceMesh& mesh, const Placem
   return value.contiguous();
 }
 
+// For every ordered pair of placement lists on `mesh` and every shape: full_tensor() after
+// redistribute equals the reference exactly, and the local shape is the spec's. Returns failures
+// (at most ~20).
+inline std::vector<std::string> check_all_pairs(const DeviceMesh& mesh,
+                                                const std::vector<Shape>& shapes,
+                                                int64_t* pairs_checked) {
+  std::vector<std::string> failures;
+  for (const Shape& shape : shapes) {
+    const Tensor ref = reference(shape);
+    const auto lists = all_placement_lists(mesh.ndim(), static_cast<int64_t>(shape.size()));
+    for (const Placements& src : lists) {
+      const Tensor local = make_local(ref, mesh, src);
+      const DTensor dt = DTensor::from_local(local, mesh, src,
+                                             {.shape = shape, .stride = contiguous_strides(shape)});
+      for (const Placements& dst : lists) {
+        std::string what =
+            "shape " + fmt::format("{}", shape) + " " + to_string(src) + " -> " + to_string(dst);
+        try {
+          const DTensor out = dt.redistribute(dst);
+          const Shape expected_local = out.spec().local_shape();
+          if (out.to_local().sizes() != expected_local) {
+            failures.push_back(what + ": local shape " + fmt::format("{}", out.to_local().sizes()) +
+                               ", expected " + fmt::format("{}", expected_local));
+          }
+          const Tensor full = out.full_tensor();
+          if (!equal(full, ref))
+            failures.push_back(what + ": full_tensor differs from the reference");
+        } catch (const std::exception& e) {
+          failures.push_back(what + ": " + e.what());
+        }
+        ++*pairs_checked;
+        if (failures.size() > 20) return failures;
+      }
+    }
+  }
+  return failures;
+}
+
 }  // namespace tessera::dtensor_test
