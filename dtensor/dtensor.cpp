@@ -10,6 +10,18 @@ namespace tessera {
 namespace {
 
 using dtensor::normalize_for_grad;
+
+// A gradient hint must describe a local gradient of the local tensor's shape.
+void check_hint(const char* op, const DTensorSpec& spec, const Placements& hint) {
+  DTensorSpec hinted = spec;
+  hinted.placements = hint;
+  const Shape hinted_shape = hinted.local_shape();
+  const Shape local_shape = spec.local_shape();
+  TS_CHECK_SHAPE(hinted_shape == local_shape, "[", op, "] grad_placements ", hint,
+                 " give this rank a local gradient of shape ", hinted_shape,
+                 " but its local tensor under ", spec.placements, " has shape ", local_shape,
+                 "; a hint may change how the gradient is reduced, not its layout");
+}
 using dtensor::normalize_placements;
 
 // Global shape and stride from a local shard, assuming even shards (torch
@@ -108,6 +120,11 @@ DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh,
                    " under ", ps, " (expected ", expected, ")");
   } else {
     std::tie(spec->shape, spec->stride) = global_from_local(local, mesh, ps);
+  }
+  if (options.grad_placements.has_value()) {
+    options.grad_placements =
+        normalize_placements("DTensor.from_local", *options.grad_placements, mesh, local.dim());
+    check_hint("DTensor.from_local", *spec, *options.grad_placements);
   }
   if (options.run_check) {
     check_metadata("DTensor.from_local", local, mesh, options.shape);
