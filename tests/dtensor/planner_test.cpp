@@ -150,6 +150,14 @@ TEST_CASE("plans are cached and cheap to look up", "[dtensor][planner]") {
     const dtensor::RedistributePlan& b = dtensor::plan_redistribute(spec, {Shard(1), Shard(0)});
     if (&a != &b) failures.push_back("the second lookup made a new plan");
     if (a.steps.empty()) failures.push_back("empty plan for a real transition");
+    // Bandwidth-bound (16 MiB): PyTorch's all_gather + all_to_all moves less than gathering all.
+    const DTensorSpec big{mesh, {Shard(0), Shard(0)}, {2048, 2048}, {2048, 1}, kFloat32};
+    const dtensor::RedistributePlan& p = dtensor::plan_redistribute(big, {Shard(1), Shard(1)});
+    int64_t collectives = 0;
+    for (const auto& step : p.steps) {
+      collectives += step.kind != dtensor::StepKind::Chunk ? 1 : 0;
+    }
+    if (collectives != 2) failures.push_back("16 MiB [S0,S0]->[S1,S1]:\n" + p.to_string());
     return failures;
   });
 }
