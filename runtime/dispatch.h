@@ -55,6 +55,11 @@ struct KernelTable {
                    int64_t norm_ndim, double eps) = nullptr;
   // out[i, :] = weight[indices[i], :]; indices int32/int64 already validated in range, flattened.
   void (*embedding)(const Tensor& out, const Tensor& weight, const Tensor& indices) = nullptr;
+  // out[indices[i], :] += grad[i, :] for each i in order (repeated indices accumulate): out
+  // [V, D] contiguous, of grad's accumulation dtype (float32, float64 for float64 grad); grad
+  // [n, D] floating, any strides; indices as embedding's.
+  void (*embedding_backward)(const Tensor& out, const Tensor& grad,
+                             const Tensor& indices) = nullptr;
   // Per-sample loss of log-probabilities logp [N, C] against target [N] (int64), with label
   // smoothing; samples equal to ignore_index get 0 and are not counted. out [N].
   void (*nll_loss)(const Tensor& out, const Tensor& logp, const Tensor& target, int64_t ignore_index,

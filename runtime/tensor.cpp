@@ -1,6 +1,8 @@
 #include "runtime/tensor.h"
 
+#include "runtime/autograd_hooks.h"
 #include "runtime/dispatch.h"
+#include "runtime/ops/view_grad.h"
 
 namespace tessera {
 
@@ -23,8 +25,8 @@ Tensor Tensor::make_empty(const Shape& sizes, DType dtype, Device device) {
     TS_CHECK_SHAPE(s >= 0, "[empty] negative size in shape ", sizes);
   }
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::allocate(static_cast<size_t>(sizes.numel()) * tessera::element_size(dtype),
-                                    device);
+  impl->storage =
+      Storage::allocate(static_cast<size_t>(sizes.numel()) * tessera::element_size(dtype), device);
   impl->strides = contiguous_strides(sizes);
   impl->sizes = sizes;
   impl->dtype = dtype;
@@ -51,7 +53,8 @@ int64_t Tensor::numel() const { return sizes().numel(); }
 void* Tensor::raw_data() const {
   TS_CHECK_T(DeviceError, device().is_cpu(), "[data_ptr] tensor is on ", device(),
              "; call .cpu() first");
-  return static_cast<char*>(storage()->data()) + storage_offset() * static_cast<int64_t>(element_size());
+  return static_cast<char*>(storage()->data()) +
+         storage_offset() * static_cast<int64_t>(element_size());
 }
 
 Scalar Tensor::item() const {
@@ -66,6 +69,7 @@ Scalar Tensor::item() const {
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == this->dtype()) return *this;
+  if (any_requires_grad(*this)) return grad_hooks<ConvertGradHooks>().to_dtype(*this, dtype);
   Tensor out = make_empty(sizes(), dtype, device());
   out.copy_(*this);
   return out;
@@ -73,21 +77,25 @@ Tensor Tensor::to(DType dtype) const {
 
 Tensor Tensor::to(Device device) const {
   if (device == this->device()) return *this;
+  if (any_requires_grad(*this)) return grad_hooks<ConvertGradHooks>().to_device(*this, device);
   Tensor out = make_empty(sizes(), dtype(), device);
   out.copy_(*this);
   return out;
 }
 
 Tensor Tensor::clone() const {
+  if (any_requires_grad(*this)) return grad_hooks<ConvertGradHooks>().clone(*this);
   Tensor out = make_empty(sizes(), dtype(), device());
   out.copy_(*this);
   return out;
 }
 
+// A non-contiguous tensor that requires grad gets its history from clone.
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor& Tensor::copy_(const Tensor& src) {
   TS_CHECK(src.defined(), "[copy_] source tensor is undefined");
+  if (any_requires_grad(*this, src)) return grad_hooks<ConvertGradHooks>().copy_(*this, src);
   Tensor s = src.sizes() == sizes() ? src : src.expand(sizes());
   TS_CHECK_T(DeviceError, s.device() == device() || s.device().is_cpu() || device().is_cpu(),
              "[copy_] cannot copy from ", s.device(), " to ", device());
@@ -98,6 +106,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::fill_(const Scalar& value) {
+  if (any_requires_grad(*this)) return grad_hooks<ConvertGradHooks>().fill_(*this, value);
   kernels_for(*this, "fill_").fill(*this, value);
   storage()->bump_version();
   return *this;

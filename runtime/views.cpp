@@ -1,16 +1,23 @@
 // Views: new geometry over the same storage, never a copy (reshape copies only when it must).
+// On a tensor that requires grad, each view records through its slot in ViewGradHooks;
+// narrow, flatten, chunk, split and unbind are made of the recorded ones.
 
 #include <algorithm>
 #include <optional>
 
+#include "runtime/autograd_hooks.h"
+#include "runtime/ops/view_grad.h"
 #include "runtime/tensor.h"
 
 namespace tessera {
 
 namespace {
 
+// A view never inherits autograd state: the slots give views of tensors that require grad their
+// own history, and views of the others carry none.
 Tensor view_of(const Tensor& t, Shape sizes, Shape strides, int64_t offset) {
-  Tensor v = Tensor::make_view(t.storage(), std::move(sizes), std::move(strides), offset, t.dtype());
+  Tensor v =
+      Tensor::make_view(t.storage(), std::move(sizes), std::move(strides), offset, t.dtype());
   v.unsafe_impl()->autograd_meta = nullptr;
   return v;
 }
@@ -42,7 +49,8 @@ Shape infer_size(const Shape& sizes, int64_t numel, const char* op, const Shape&
 
 // Strides for viewing (sizes, strides) as new_sizes without copying, if possible (the
 // torch "computeStride" rule: each run of merged old dims must be contiguous among itself).
-std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, const Shape& new_sizes) {
+std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides,
+                                  const Shape& new_sizes) {
   Shape new_strides(new_sizes.size());
   if (sizes.numel() == 0 || sizes.empty()) {
     return contiguous_strides(new_sizes);
@@ -74,15 +82,17 @@ std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, cons
 }  // namespace
 
 Tensor Tensor::view(const Shape& new_sizes) const {
+  if (any_requires_grad(*this)) return grad_hooks<ViewGradHooks>().view(*this, new_sizes);
   Shape target = infer_size(new_sizes, numel(), "view", sizes());
   auto st = view_strides(sizes(), strides(), target);
-  TS_CHECK_SHAPE(st.has_value(), "[view] size ", new_sizes, " is not compatible with input of shape ",
-                 sizes(), " and strides ", strides(),
+  TS_CHECK_SHAPE(st.has_value(), "[view] size ", new_sizes,
+                 " is not compatible with input of shape ", sizes(), " and strides ", strides(),
                  " (at least one dimension spans across two contiguous subspaces); use reshape()");
   return view_of(*this, target, *st, storage_offset());
 }
 
 Tensor Tensor::reshape(const Shape& new_sizes) const {
+  if (any_requires_grad(*this)) return grad_hooks<ViewGradHooks>().reshape(*this, new_sizes);
   Shape target = infer_size(new_sizes, numel(), "reshape", sizes());
   if (auto st = view_strides(sizes(), strides(), target)) {
     return view_of(*this, target, *st, storage_offset());
@@ -91,6 +101,7 @@ Tensor Tensor::reshape(const Shape& new_sizes) const {
 }
 
 Tensor Tensor::transpose(int64_t a, int64_t b) const {
+  if (any_requires_grad(*this)) return grad_hooks<ViewGradHooks>().transpose(*this, a, b);
   int64_t n = dim();
   a = wrap_dim(a, n, "transpose");
   b = wrap_dim(b, n, "transpose");
@@ -102,12 +113,14 @@ Tensor Tensor::transpose(int64_t a, int64_t b) const {
 }
 
 Tensor Tensor::t() const {
+  if (any_requires_grad(*this)) return grad_hooks<ViewGradHooks>().t(*this);
   TS_CHECK_SHAPE(dim() <= 2, "[t] expects a tensor with <= 2 dimensions, got ", dim(), " (shape ",
                  sizes(), "); use transpose(a, b) or permute");
   return dim() < 2 ? *this : transpose(0, 1);
 }
 
 Tensor Tensor::permute(const Shape& dims) const {
+  if (any_requires_grad(*this)) return grad_hooks<ViewGradHooks>().permute(*this, dims);
   int64_t n = dim();
   TS_CHECK_SHAPE(dims.ndim() == n, "[permute] number of dims ", dims, " does not match the ", n,
                  " dims of input shape ", sizes());
@@ -135,6 +148,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
+  if (any_requires_grad(*this)) return grad_hooks<ViewGradHooks>().select(*this, d, index);
   TS_CHECK_INDEX(dim() > 0, "[select] cannot be applied to a 0-dim tensor");
   d = wrap_dim(d, dim(), "select");
   int64_t n = sizes()[d];
@@ -149,6 +163,8 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  if (any_requires_grad(*this))
+    return grad_hooks<ViewGradHooks>().slice(*this, d, start, end, step);
   TS_CHECK_INDEX(dim() > 0, "[slice] cannot be applied to a 0-dim tensor");
   d = wrap_dim(d, dim(), "slice");
   TS_CHECK_INDEX(step > 0, "[slice] step must be positive, got ", step);
@@ -165,6 +181,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
+  if (any_requires_grad(*this)) return grad_hooks<ViewGradHooks>().unsqueeze(*this, d);
   d = wrap_dim(d, dim() + 1, "unsqueeze");
   Shape sz = sizes(), st = strides();
   int64_t new_stride = d < dim() ? sz[d] * st[d] : 1;
@@ -174,6 +191,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 }
 
 Tensor Tensor::squeeze() const {
+  if (any_requires_grad(*this)) return grad_hooks<ViewGradHooks>().squeeze(*this);
   Shape sz, st;
   for (int64_t i = 0; i < dim(); ++i) {
     if (sizes()[i] != 1) {
@@ -186,6 +204,7 @@ Tensor Tensor::squeeze() const {
 
 Tensor Tensor::squeeze(int64_t d) const {
   if (dim() == 0) return *this;
+  if (any_requires_grad(*this)) return grad_hooks<ViewGradHooks>().squeeze_dim(*this, d);
   d = wrap_dim(d, dim(), "squeeze");
   if (sizes()[d] != 1) return view_of(*this, sizes(), strides(), storage_offset());
   Shape sz = sizes(), st = strides();
@@ -195,6 +214,7 @@ Tensor Tensor::squeeze(int64_t d) const {
 }
 
 Tensor Tensor::expand(const Shape& target) const {
+  if (any_requires_grad(*this)) return grad_hooks<ViewGradHooks>().expand(*this, target);
   int64_t n = target.ndim();
   TS_CHECK_SHAPE(n >= dim(), "[expand] the number of sizes provided (", n,
                  ") must be greater or equal to the number of dimensions in the tensor (", dim(),

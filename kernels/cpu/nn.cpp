@@ -1,5 +1,5 @@
-// embedding and the per-sample nll_loss, and the registration of the nn kernel family (softmax
-// in kernels/cpu/softmax.cpp, the norms in kernels/cpu/norm.cpp).
+// embedding, its backward scatter-add, and the per-sample nll_loss, and the registration of the nn
+// kernel family (softmax in kernels/cpu/softmax.cpp, the norms in kernels/cpu/norm.cpp).
 
 #include <Eigen/Core>
 #include <cstring>
@@ -69,6 +69,39 @@ void embedding_kernel(const Tensor& out, const Tensor& weight, const Tensor& ind
   }
 }
 
+// Threads split the columns, so that no two of them add into one element whatever the indices.
+template <typename T, typename I>
+void embedding_backward_impl(const Tensor& out, const Tensor& grad, const Tensor& indices) {
+  using A = acc_t<T>;
+  const int64_t n = grad.size(0);
+  const int64_t d = grad.size(1);
+  const int64_t gr = grad.stride(0);
+  const int64_t gc = grad.stride(1);
+  const I* idx = indices.data_ptr<I>();
+  const int64_t is = indices.stride(0);
+  const T* g = grad.data_ptr<T>();
+  A* o = out.data_ptr<A>();
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n, 1));
+  parallel_for(0, d, grain, [&](int64_t b, int64_t e) {
+    for (int64_t i = 0; i < n; ++i) {
+      A* dst = o + static_cast<int64_t>(idx[i * is]) * d;
+      const T* src = g + i * gr;
+      for (int64_t j = b; j < e; ++j) dst[j] += static_cast<A>(src[j * gc]);
+    }
+  });
+}
+
+void embedding_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& indices) {
+  visit_floating(grad.dtype(), "embedding_backward", [&](auto tag) {
+    using T = decltype(tag);
+    if (indices.dtype() == kInt32) {
+      embedding_backward_impl<T, int32_t>(out, grad, indices);
+    } else {
+      embedding_backward_impl<T, int64_t>(out, grad, indices);
+    }
+  });
+}
+
 template <typename T>
 void nll_loss_impl(const Tensor& out, const Tensor& logp, const Tensor& target,
                    int64_t ignore_index, double label_smoothing) {
@@ -118,6 +151,7 @@ void register_nn_kernels(KernelTable& table) {
   table.layer_norm = layer_norm_kernel;
   table.rms_norm = rms_norm_kernel;
   table.embedding = embedding_kernel;
+  table.embedding_backward = embedding_backward_kernel;
   table.nll_loss = nll_loss_kernel;
 }
 

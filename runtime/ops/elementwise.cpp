@@ -10,8 +10,10 @@
 #include <initializer_list>
 #include <string>
 
+#include "runtime/autograd_hooks.h"
 #include "runtime/dispatch.h"
 #include "runtime/ops.h"
+#include "runtime/ops/elementwise_grad.h"
 #include "runtime/ops/promotion.h"
 
 namespace tessera {
@@ -139,35 +141,16 @@ void check_pow_exponent(OpLabel label, DType base, const Scalar& exponent) {
       exponent, ")");
 }
 
-// op(a, s), or op(s, a) when scalar_first.
-Tensor binary_scalar(BinaryOp op, const Tensor& a, const Scalar& s, bool scalar_first) {
-  const OpLabel label{op_name(op), false};
-  TS_CHECK(a.defined(), "[", label, "] undefined tensor argument");
-  const DType result = result_type(a, s);
-  if (scalar_first) {
-    check_binary_dtypes(op, label, s.natural_dtype(), a.dtype(), result);
-  } else {
-    check_binary_dtypes(op, label, a.dtype(), s.natural_dtype(), result);
-    if (op == BinaryOp::kPow) check_pow_exponent(label, a.dtype(), s);
-  }
-  const DType compute = compute_dtype(op, result);
-  const Tensor st = scalar_operand(s, compute, a.device(), a.sizes());
-  return scalar_first ? run_binary(op, st, a, compute, a.device(), a.sizes())
-                      : run_binary(op, a, st, compute, a.device(), a.sizes());
-}
-
 // Whether self and other view exactly the same elements in the same order.
 bool same_geometry(const Tensor& self, const Tensor& other) {
   return self.storage() == other.storage() && self.storage_offset() == other.storage_offset() &&
          self.sizes() == other.sizes() && self.strides() == other.strides();
 }
 
-// self = op(self, other) for an `other` already on self's device class; result is the promoted
-// dtype of the two (other may be a scalar operand of that dtype).
-Tensor& binary_inplace(BinaryOp op, Tensor& self, const Tensor& other, DType result) {
+// Checks self = op(self, other) for an `other` already on self's device class, with out_dtype
+// the dtype op computes; returns the device it runs on.
+Device check_inplace_args(BinaryOp op, const Tensor& self, const Tensor& other, DType out_dtype) {
   const OpLabel label{op_name(op), true};
-  const DType compute = compute_dtype(op, result);
-  const DType out_dtype = output_dtype(op, compute);
   TS_CHECK_DTYPE(can_cast(out_dtype, self.dtype()), "[", label, "] result type ", out_dtype,
                  " can't be cast to the desired output type ", self.dtype());
   if (other.sizes() != self.sizes()) {
@@ -184,7 +167,14 @@ Tensor& binary_inplace(BinaryOp op, Tensor& self, const Tensor& other, DType res
   const Device device = common_device(label, {&self, &other});
   TS_CHECK_T(DeviceError, device == self.device(), "[", label, "] cannot write a result on ",
              other.device(), " into a tensor on ", self.device());
+  return device;
+}
+
+// self = op(self, other) computed in `compute`, after check_inplace_args.
+Tensor& binary_inplace(BinaryOp op, Tensor& self, const Tensor& other, DType compute,
+                       Device device) {
   if (self.numel() == 0) return self;
+  const DType out_dtype = output_dtype(op, compute);
   // Reading other while writing self is safe only when they do not overlap or overlap exactly.
   const bool aliased = other.is_alias_of(self) && !same_geometry(self, other);
   if (compute == self.dtype() && out_dtype == self.dtype() && !aliased) {
@@ -203,8 +193,12 @@ Tensor& binary_inplace_scalar(BinaryOp op, Tensor& self, const Scalar& s) {
   const DType result = result_type(self, s);
   check_binary_dtypes(op, label, self.dtype(), s.natural_dtype(), result);
   if (op == BinaryOp::kPow) check_pow_exponent(label, self.dtype(), s);
-  return binary_inplace(
-      op, self, scalar_operand(s, compute_dtype(op, result), self.device(), self.sizes()), result);
+  const DType compute = compute_dtype(op, result);
+  const Tensor other = scalar_operand(s, compute, self.device(), self.sizes());
+  const Device device = check_inplace_args(op, self, other, output_dtype(op, compute));
+  if (any_requires_grad(self))
+    return grad_hooks<ElementwiseGradHooks>().binary_scalar_(op, self, s);
+  return binary_inplace(op, self, other, compute, device);
 }
 
 // a + alpha * b (sub: a - alpha * b).
@@ -225,9 +219,31 @@ Tensor add_with_alpha(BinaryOp op, const Tensor& a, const Tensor& b, const Scala
 
 }  // namespace
 
+Tensor detail::binary_scalar(BinaryOp op, const Tensor& a, const Scalar& s, bool scalar_first) {
+  if (any_requires_grad(a) && binary_kind(op) != BinaryKind::compare) {
+    return grad_hooks<ElementwiseGradHooks>().binary_scalar(op, a, s, scalar_first);
+  }
+  const OpLabel label{op_name(op), false};
+  TS_CHECK(a.defined(), "[", label, "] undefined tensor argument");
+  const DType result = result_type(a, s);
+  if (scalar_first) {
+    check_binary_dtypes(op, label, s.natural_dtype(), a.dtype(), result);
+  } else {
+    check_binary_dtypes(op, label, a.dtype(), s.natural_dtype(), result);
+    if (op == BinaryOp::kPow) check_pow_exponent(label, a.dtype(), s);
+  }
+  const DType compute = compute_dtype(op, result);
+  const Tensor st = scalar_operand(s, compute, a.device(), a.sizes());
+  return scalar_first ? run_binary(op, st, a, compute, a.device(), a.sizes())
+                      : run_binary(op, a, st, compute, a.device(), a.sizes());
+}
+
 // ---- generic ----
 
 Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
+  if (any_requires_grad(a, b) && binary_kind(op) != BinaryKind::compare) {
+    return grad_hooks<ElementwiseGradHooks>().binary(op, a, b);
+  }
   const OpLabel label{op_name(op), false};
   TS_CHECK(a.defined() && b.defined(), "[", label, "] undefined tensor argument");
   const Device device = common_device(label, {&a, &b});
@@ -243,10 +259,18 @@ Tensor& binary_op_(BinaryOp op, Tensor& self, const Tensor& other) {
   TS_CHECK(self.defined() && other.defined(), "[", label, "] undefined tensor argument");
   const DType result = result_type(self, other);
   check_binary_dtypes(op, label, self.dtype(), other.dtype(), result);
-  return binary_inplace(op, self, other, result);
+  const DType compute = compute_dtype(op, result);
+  const Device device = check_inplace_args(op, self, other, output_dtype(op, compute));
+  if (any_requires_grad(self, other)) {
+    return grad_hooks<ElementwiseGradHooks>().binary_(op, self, other);
+  }
+  return binary_inplace(op, self, other, compute, device);
 }
 
 Tensor unary_op(UnaryOp op, const Tensor& a) {
+  if (any_requires_grad(a) && op != UnaryOp::kLogicalNot) {
+    return grad_hooks<ElementwiseGradHooks>().unary(op, a);
+  }
   const char* name = op_name(op);
   TS_CHECK(a.defined(), "[", name, "] undefined tensor argument");
   const DType in = a.dtype();
@@ -282,20 +306,30 @@ Tensor unary_op(UnaryOp op, const Tensor& a) {
 // ---- named ops ----
 
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  if (any_requires_grad(a, b)) return grad_hooks<ElementwiseGradHooks>().add(a, b, alpha);
   return add_with_alpha(BinaryOp::kAdd, a, b, alpha);
 }
-Tensor add(const Tensor& a, const Scalar& b) { return binary_scalar(BinaryOp::kAdd, a, b, false); }
+Tensor add(const Tensor& a, const Scalar& b) {
+  return detail::binary_scalar(BinaryOp::kAdd, a, b, false);
+}
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  if (any_requires_grad(a, b)) return grad_hooks<ElementwiseGradHooks>().sub(a, b, alpha);
   return add_with_alpha(BinaryOp::kSub, a, b, alpha);
 }
-Tensor sub(const Tensor& a, const Scalar& b) { return binary_scalar(BinaryOp::kSub, a, b, false); }
+Tensor sub(const Tensor& a, const Scalar& b) {
+  return detail::binary_scalar(BinaryOp::kSub, a, b, false);
+}
 Tensor mul(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::kMul, a, b); }
-Tensor mul(const Tensor& a, const Scalar& b) { return binary_scalar(BinaryOp::kMul, a, b, false); }
+Tensor mul(const Tensor& a, const Scalar& b) {
+  return detail::binary_scalar(BinaryOp::kMul, a, b, false);
+}
 Tensor div(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::kDiv, a, b); }
-Tensor div(const Tensor& a, const Scalar& b) { return binary_scalar(BinaryOp::kDiv, a, b, false); }
+Tensor div(const Tensor& a, const Scalar& b) {
+  return detail::binary_scalar(BinaryOp::kDiv, a, b, false);
+}
 Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::kPow, a, b); }
 Tensor pow(const Tensor& a, const Scalar& exponent) {
-  return binary_scalar(BinaryOp::kPow, a, exponent, false);
+  return detail::binary_scalar(BinaryOp::kPow, a, exponent, false);
 }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::kMaximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::kMinimum, a, b); }
@@ -325,6 +359,7 @@ Tensor tanh(const Tensor& a) { return unary_op(UnaryOp::kTanh, a); }
 Tensor sigmoid(const Tensor& a) { return unary_op(UnaryOp::kSigmoid, a); }
 
 Tensor gelu(const Tensor& a, const std::string& approximate) {
+  if (any_requires_grad(a)) return grad_hooks<ElementwiseGradHooks>().gelu(a, approximate);
   if (approximate == "none") return unary_op(UnaryOp::kGelu, a);
   TS_CHECK(approximate == "tanh", "[gelu] approximate must be \"none\" or \"tanh\", got \"",
            approximate, "\"");
@@ -340,6 +375,7 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (any_requires_grad(a, b)) return grad_hooks<ElementwiseGradHooks>().where(cond, a, b);
   TS_CHECK(cond.defined() && a.defined() && b.defined(), "[where] undefined tensor argument");
   TS_CHECK_DTYPE(cond.dtype() == kBool,
                  "[where] expected condition to be a bool tensor, got a tensor of dtype ",
@@ -358,6 +394,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor clamp(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> max) {
+  if (any_requires_grad(a)) return grad_hooks<ElementwiseGradHooks>().clamp(a, min, max);
   TS_CHECK(a.defined(), "[clamp] undefined tensor argument");
   TS_CHECK(min.has_value() || max.has_value(),
            "[clamp] at least one of 'min' or 'max' must be given");
@@ -386,16 +423,16 @@ Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, b); }
 Tensor operator+(const Scalar& a, const Tensor& b) {
-  return binary_scalar(BinaryOp::kAdd, b, a, true);
+  return detail::binary_scalar(BinaryOp::kAdd, b, a, true);
 }
 Tensor operator-(const Scalar& a, const Tensor& b) {
-  return binary_scalar(BinaryOp::kSub, b, a, true);
+  return detail::binary_scalar(BinaryOp::kSub, b, a, true);
 }
 Tensor operator*(const Scalar& a, const Tensor& b) {
-  return binary_scalar(BinaryOp::kMul, b, a, true);
+  return detail::binary_scalar(BinaryOp::kMul, b, a, true);
 }
 Tensor operator/(const Scalar& a, const Tensor& b) {
-  return binary_scalar(BinaryOp::kDiv, b, a, true);
+  return detail::binary_scalar(BinaryOp::kDiv, b, a, true);
 }
 Tensor operator-(const Tensor& a) { return neg(a); }
 Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
@@ -405,22 +442,22 @@ Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
 Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
 Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
 Tensor operator==(const Tensor& a, const Scalar& b) {
-  return binary_scalar(BinaryOp::kEq, a, b, false);
+  return detail::binary_scalar(BinaryOp::kEq, a, b, false);
 }
 Tensor operator!=(const Tensor& a, const Scalar& b) {
-  return binary_scalar(BinaryOp::kNe, a, b, false);
+  return detail::binary_scalar(BinaryOp::kNe, a, b, false);
 }
 Tensor operator<(const Tensor& a, const Scalar& b) {
-  return binary_scalar(BinaryOp::kLt, a, b, false);
+  return detail::binary_scalar(BinaryOp::kLt, a, b, false);
 }
 Tensor operator<=(const Tensor& a, const Scalar& b) {
-  return binary_scalar(BinaryOp::kLe, a, b, false);
+  return detail::binary_scalar(BinaryOp::kLe, a, b, false);
 }
 Tensor operator>(const Tensor& a, const Scalar& b) {
-  return binary_scalar(BinaryOp::kGt, a, b, false);
+  return detail::binary_scalar(BinaryOp::kGt, a, b, false);
 }
 Tensor operator>=(const Tensor& a, const Scalar& b) {
-  return binary_scalar(BinaryOp::kGe, a, b, false);
+  return detail::binary_scalar(BinaryOp::kGe, a, b, false);
 }
 
 // ---- Tensor's in-place operators ----

@@ -1,9 +1,11 @@
 // Tensor factories: empty, zeros, ones, full, *_like, arange, linspace, logspace, eye,
-// scalar_tensor. options.requires_grad is the autograd layer's business and is not read here.
+// scalar_tensor. Those taking TensorOptions honour requires_grad: the result is a leaf that
+// requires grad.
 
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 
 #include "runtime/dispatch.h"
 #include "runtime/ops.h"
@@ -11,6 +13,16 @@
 namespace tessera {
 
 namespace {
+
+// Marks a fresh factory result as a leaf that requires grad when the options ask for it (only
+// after it was filled: writing into such a leaf in grad mode is an error).
+Tensor finish(const char* op, Tensor t, const TensorOptions& options) {
+  if (!options.requires_grad_) return t;
+  TS_CHECK_DTYPE(is_floating_point(t.dtype()), "[", op,
+                 "] only tensors of floating point dtype can require gradients, got ", t.dtype());
+  t.requires_grad_();
+  return t;
+}
 
 Tensor make_checked(const char* op, const Shape& sizes, DType dtype, Device device) {
   for (int64_t s : sizes) {
@@ -23,7 +35,7 @@ Tensor make_checked(const char* op, const Shape& sizes, DType dtype, Device devi
 Tensor filled(const char* op, const Shape& sizes, const Scalar& value, TensorOptions options) {
   Tensor t = make_checked(op, sizes, options.dtype_, options.device_);
   t.fill_(value);
-  return t;
+  return finish(op, std::move(t), options);
 }
 
 // Computes value(i) for i in [0, steps) on the host in the dtype's arithmetic (float for the
@@ -77,7 +89,7 @@ StepType<T> linspace_point(double start, double end, int64_t steps, int64_t i) {
 }  // namespace
 
 Tensor empty(const Shape& sizes, TensorOptions options) {
-  return make_checked("empty", sizes, options.dtype_, options.device_);
+  return finish("empty", make_checked("empty", sizes, options.dtype_, options.device_), options);
 }
 
 Tensor zeros(const Shape& sizes, TensorOptions options) {
@@ -104,7 +116,10 @@ Tensor arange(const Scalar& end, TensorOptions options) {
   // TensorOptions cannot tell a default float32 from a requested one: an integral `end` with the
   // default dtype gives int64, as torch.arange(5); arange(end, DType) forces a dtype.
   const bool infer = options.dtype_ == default_float_dtype() && !end.is_floating_point();
-  return arange(int64_t{0}, end, int64_t{1}, infer ? kInt64 : options.dtype_, options.device_);
+  return finish(
+      "arange",
+      arange(int64_t{0}, end, int64_t{1}, infer ? kInt64 : options.dtype_, options.device_),
+      options);
 }
 
 Tensor arange(const Scalar& end, DType dtype) {
@@ -148,31 +163,33 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step,
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
-  return host_sequence("linspace", steps, options, [&](auto tag, int64_t i) {
+  Tensor t = host_sequence("linspace", steps, options, [&](auto tag, int64_t i) {
     using T = decltype(tag);
     return to_dtype<T>(static_cast<double>(linspace_point<T>(start, end, steps, i)));
   });
+  return finish("linspace", std::move(t), options);
 }
 
 Tensor logspace(double start, double end, int64_t steps, double base, TensorOptions options) {
-  return host_sequence("logspace", steps, options, [&](auto tag, int64_t i) {
+  Tensor t = host_sequence("logspace", steps, options, [&](auto tag, int64_t i) {
     using T = decltype(tag);
     using S = StepType<T>;
     const S exponent = linspace_point<T>(start, end, steps, i);
     return to_dtype<T>(static_cast<double>(std::pow(static_cast<S>(base), exponent)));
   });
+  return finish("logspace", std::move(t), options);
 }
 
 Tensor eye(int64_t n, std::optional<int64_t> m, TensorOptions options) {
   const int64_t cols = m.value_or(n);
   TS_CHECK(n >= 0, "[eye] n must be greater or equal to 0, got ", n);
   TS_CHECK(cols >= 0, "[eye] m must be greater or equal to 0, got ", cols);
-  Tensor out = zeros({n, cols}, options);
+  Tensor out = zeros({n, cols}, options.requires_grad(false));
   const int64_t diag = std::min(n, cols);
   if (diag > 0) {
     Tensor::make_view(out.storage(), {diag}, {cols + 1}, 0, out.dtype()).fill_(int64_t{1});
   }
-  return out;
+  return finish("eye", std::move(out), options);
 }
 
 Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype) {

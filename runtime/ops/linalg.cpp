@@ -3,8 +3,10 @@
 
 #include <algorithm>
 
+#include "runtime/autograd_hooks.h"
 #include "runtime/dispatch.h"
 #include "runtime/ops.h"
+#include "runtime/ops/linalg_grad.h"
 
 namespace tessera {
 
@@ -114,11 +116,13 @@ Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b, DType dtype
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (any_requires_grad(a, b)) return grad_hooks<LinalgGradHooks>().matmul(a, b);
   check_defined("matmul", a, b);
   return matmul_impl("matmul", a, b, product_dtype("matmul", a.dtype(), b.dtype()));
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  if (any_requires_grad(a, b)) return grad_hooks<LinalgGradHooks>().mm(a, b);
   check_defined("mm", a, b);
   TS_CHECK_SHAPE(a.dim() == 2 && b.dim() == 2, "[mm] expects 2-D tensors, got shapes ", a.sizes(),
                  " (", a.dim(), "-D) and ", b.sizes(), " (", b.dim(), "-D)");
@@ -126,6 +130,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (any_requires_grad(a, b)) return grad_hooks<LinalgGradHooks>().bmm(a, b);
   check_defined("bmm", a, b);
   TS_CHECK_SHAPE(a.dim() == 3 && b.dim() == 3, "[bmm] expects 3-D tensors, got shapes ", a.sizes(),
                  " (", a.dim(), "-D) and ", b.sizes(), " (", b.dim(), "-D)");
@@ -150,7 +155,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     check_defined("linear", x, bias);
     dtype = product_dtype("linear", dtype, bias.dtype());
   }
-  Tensor out = matmul_impl("linear", x, weight.t(), dtype);
+  // Under autograd linear is its parts, which record (PyTorch's graph for it is the same: a
+  // transposed weight, a product and an add).
+  const bool recording = any_requires_grad(x, weight, bias);
+  Tensor out = recording ? matmul(x, weight.t()) : matmul_impl("linear", x, weight.t(), dtype);
   if (!bias.defined()) return out;
   bool broadcastable = bias.dim() <= out.dim();
   for (int64_t i = 1; broadcastable && i <= bias.dim(); ++i) {
@@ -159,7 +167,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   TS_CHECK_SHAPE(broadcastable, "[linear] bias of shape ", bias.sizes(),
                  " does not broadcast to the output shape ", out.sizes(), " (input ", x.sizes(),
                  ", weight ", weight.sizes(), ")");
-  out += bias;
+  if (recording) return add(out, bias);
+  out += bias;  // in place into the fresh product: no second output buffer
   return out;
 }
 

@@ -2,13 +2,16 @@
 // cross_entropy, scaled_dot_product_attention. Entry points validate, allocate contiguous outputs
 // and call the nn kernels, which read strided inputs directly. The only copies made here are of
 // integer indices / targets (read on the host for range checks) and of [N, C, d...] logits, whose
-// class dim cross_entropy moves last.
+// class dim cross_entropy moves last. Inputs that require grad go to the autograd slots
+// (runtime/ops/nn_grad.h); the internal entry points of runtime/ops/nn_internal.h serve them.
 
 #include <cmath>
 #include <limits>
 
 #include "runtime/dispatch.h"
 #include "runtime/ops.h"
+#include "runtime/ops/nn_grad.h"
+#include "runtime/ops/nn_internal.h"
 
 namespace tessera {
 
@@ -85,14 +88,36 @@ DType stat_dtype(DType t) { return t == kFloat64 ? kFloat64 : kFloat32; }
 
 }  // namespace
 
-Tensor softmax(const Tensor& a, int64_t dim) { return softmax_impl(a, dim, false, "softmax"); }
+Tensor softmax(const Tensor& a, int64_t dim) {
+  if (any_requires_grad(a)) return grad_hooks<NnGradHooks>().softmax(a, dim);
+  return softmax_impl(a, dim, false, "softmax");
+}
 
 Tensor log_softmax(const Tensor& a, int64_t dim) {
+  if (any_requires_grad(a)) return grad_hooks<NnGradHooks>().log_softmax(a, dim);
   return softmax_impl(a, dim, true, "log_softmax");
 }
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  if (any_requires_grad(x, weight, bias)) {
+    return grad_hooks<NnGradHooks>().layer_norm(x, normalized_shape, weight, bias, eps);
+  }
+  return detail::layer_norm_forward(x, normalized_shape, weight, bias, eps).out;
+}
+
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                std::optional<double> eps) {
+  if (any_requires_grad(x, weight)) {
+    return grad_hooks<NnGradHooks>().rms_norm(x, normalized_shape, weight, eps);
+  }
+  return detail::rms_norm_forward(x, normalized_shape, weight, eps).out;
+}
+
+namespace detail {
+
+NormForward layer_norm_forward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                               const Tensor& bias, double eps) {
   const char* op = "layer_norm";
   check_floating(x, op, "input");
   const Shape lead = leading_shape(x, normalized_shape, op);
@@ -104,29 +129,53 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   if (x.numel() > 0) {
     kernels_for(x, op).layer_norm(out, mean, rstd, x, weight, bias, normalized_shape.ndim(), eps);
   }
-  return out;
+  return {out, mean, rstd};
 }
 
-Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                std::optional<double> eps) {
+double rms_norm_eps(DType dtype, std::optional<double> eps) {
+  // PyTorch's default is the machine epsilon of the type it computes in (float32 for float16 and
+  // bfloat16 inputs), not that of the input's dtype.
+  return eps.value_or(dtype == kFloat64
+                          ? std::numeric_limits<double>::epsilon()
+                          : static_cast<double>(std::numeric_limits<float>::epsilon()));
+}
+
+NormForward rms_norm_forward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                             std::optional<double> eps) {
   const char* op = "rms_norm";
   check_floating(x, op, "input");
   const Shape lead = leading_shape(x, normalized_shape, op);
   check_norm_param(weight, x, normalized_shape, op, "weight", true);
-  // PyTorch's default is the machine epsilon of the type it computes in (float32 for float16 and
-  // bfloat16 inputs), not that of the input's dtype.
-  const double e = eps.value_or(x.dtype() == kFloat64
-                                    ? std::numeric_limits<double>::epsilon()
-                                    : static_cast<double>(std::numeric_limits<float>::epsilon()));
+  const double e = rms_norm_eps(x.dtype(), eps);
   Tensor out = Tensor::make_empty(x.sizes(), x.dtype(), x.device());
   Tensor rstd = Tensor::make_empty(lead, stat_dtype(x.dtype()), x.device());
   if (x.numel() > 0) {
     kernels_for(x, op).rms_norm(out, rstd, x, weight, normalized_shape.ndim(), e);
   }
-  return out;
+  return {out, Tensor(), rstd};
 }
 
+Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num_weights) {
+  if (any_requires_grad(grad)) {
+    return grad_hooks<NnGradHooks>().embedding_backward(grad, indices, num_weights);
+  }
+  const int64_t d = grad.size(-1);
+  const int64_t n = indices.numel();
+  // Sums run in float32 (float64 for float64) so that repeated indices of float16 / bfloat16
+  // gradients do not lose precision; the result takes grad's dtype.
+  Tensor out =
+      zeros({num_weights, d}, TensorOptions(stat_dtype(grad.dtype())).device(grad.device()));
+  if (n > 0 && d > 0) {
+    kernels_for(grad, "embedding_backward")
+        .embedding_backward(out, grad.reshape({n, d}), indices.contiguous().reshape({n}));
+  }
+  return out.dtype() == grad.dtype() ? out : out.to(grad.dtype());
+}
+
+}  // namespace detail
+
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  if (any_requires_grad(weight)) return grad_hooks<NnGradHooks>().embedding(weight, indices);
   const char* op = "embedding";
   TS_CHECK_SHAPE(weight.dim() == 2, "[", op, "] expected a 2-D weight [num_embeddings, dim], got ",
                  "shape ", weight.sizes());
@@ -159,6 +208,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions options) {
+  if (any_requires_grad(logits)) {
+    return grad_hooks<NnGradHooks>().cross_entropy(logits, target, options);
+  }
   const char* op = "cross_entropy";
   check_floating(logits, op, "input (logits)");
   TS_CHECK_DTYPE(target.dtype() == kInt64, "[", op,
@@ -269,11 +321,20 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                    attn.sizes(), " ([..., L, S])");
     attn = mask.dtype() == kBool ? where(mask, attn, neg_inf) : attn + mask.to(attn.dtype());
   }
-  Tensor weights = softmax(attn, -1);
-  if (mask.defined()) {
+  Tensor weights;
+  if (!mask.defined()) {
+    weights = softmax(attn, -1);
+  } else {
     // PyTorch's _safe_softmax: a row masked out entirely attends to nothing (zeros), not NaN.
+    // Such rows are zeroed before the softmax too, so that its gradient there is 0, not NaN.
     // Without a mask a row is all -inf only for infinite inputs, so the check is skipped there.
-    weights = where(eq(amax(attn, {-1}, true), neg_inf), full({}, 0.0, opts), weights);
+    Tensor dead;
+    {
+      NoGradGuard no_grad;  // a bool mask: nothing to differentiate
+      dead = eq(amax(attn, {-1}, true), neg_inf);
+    }
+    const Tensor zero = full({}, 0.0, opts);
+    weights = where(dead, zero, softmax(where(dead, zero, attn), -1));
   }
   if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true, gen);
   return matmul(weights, value);

@@ -1,6 +1,8 @@
 // Random factories (rand, randn, randint) and dropout: validate, reserve Philox counters from the
 // generator, and fill through the device's kernels. See Note [Philox counter layout] in
-// kernels/cpu/random.cpp for which counter feeds which element.
+// kernels/cpu/random.cpp for which counter feeds which element. The factories honour
+// options.requires_grad (a leaf; floating dtypes only); dropout of an input that requires grad
+// records through runtime/ops/nn_grad.h.
 
 #include <cmath>
 #include <limits>
@@ -8,6 +10,8 @@
 
 #include "runtime/dispatch.h"
 #include "runtime/ops.h"
+#include "runtime/ops/nn_grad.h"
+#include "runtime/ops/nn_internal.h"
 
 namespace tessera {
 
@@ -60,6 +64,16 @@ std::pair<double, double> exact_integer_range(DType dtype) {
   return {0, 0};
 }
 
+void check_dropout_input(const Tensor& a) {
+  TS_CHECK_DTYPE(is_floating_point(a.dtype()), "[dropout] expects a floating input, got ",
+                 a.dtype());
+}
+
+// Masks are 32-bit draws for every dtype; p == 1 keeps nothing and draws nothing.
+PhiloxState dropout_counters(const Tensor& a, double p, Generator* gen) {
+  return p < 1.0 ? reserve_counters(gen, a.numel(), 4) : PhiloxState{};
+}
+
 }  // namespace
 
 Tensor rand(const Shape& sizes, TensorOptions options, Generator* gen) {
@@ -67,6 +81,7 @@ Tensor rand(const Shape& sizes, TensorOptions options, Generator* gen) {
   Tensor out = empty_random("rand", sizes, options.dtype_, options.device_);
   const PhiloxState st = reserve_counters(gen, out.numel(), values_per_counter(out.dtype()));
   kernels_for(out, "rand").uniform(out, st, 0.0, 1.0);
+  out.requires_grad_(options.requires_grad_);
   return out;
 }
 
@@ -75,6 +90,7 @@ Tensor randn(const Shape& sizes, TensorOptions options, Generator* gen) {
   Tensor out = empty_random("randn", sizes, options.dtype_, options.device_);
   const PhiloxState st = reserve_counters(gen, out.numel(), values_per_counter(out.dtype()));
   kernels_for(out, "randn").normal(out, st, 0.0, 1.0);
+  out.requires_grad_(options.requires_grad_);
   return out;
 }
 
@@ -87,22 +103,38 @@ Tensor randint(int64_t low, int64_t high, const Shape& sizes, TensorOptions opti
                  "[randint] values in [", low, ", ", high, ") do not all fit dtype ",
                  options.dtype_, ", which holds the integers of [", fmt::format("{}", min), ", ",
                  fmt::format("{}", max), "]");
+  TS_CHECK_DTYPE(!options.requires_grad_ || is_floating_point(options.dtype_),
+                 "[randint] only tensors of floating point dtype can require gradients, got ",
+                 options.dtype_);
   Tensor out = empty_random("randint", sizes, options.dtype_, options.device_);
   const PhiloxState st = reserve_counters(gen, out.numel(), 2);
   kernels_for(out, "randint").randint(out, st, low, high);
+  out.requires_grad_(options.requires_grad_);
   return out;
 }
 
 Tensor dropout(const Tensor& a, double p, bool train, Generator* gen) {
   TS_CHECK(p >= 0.0 && p <= 1.0, "[dropout] probability has to be between 0 and 1, but got ", p);
+  // The identity returns the input itself, as PyTorch: nothing to record.
   if (!train || p == 0.0) return a;
-  TS_CHECK_DTYPE(is_floating_point(a.dtype()), "[dropout] expects a floating input, got ",
-                 a.dtype());
+  if (any_requires_grad(a)) return grad_hooks<NnGradHooks>().dropout(a, p, train, gen);
+  check_dropout_input(a);
   Tensor out = Tensor::make_empty(a.sizes(), a.dtype(), a.device());
-  // Masks are 32-bit draws for every dtype; p == 1 keeps nothing and draws nothing.
-  const PhiloxState st = p < 1.0 ? reserve_counters(gen, a.numel(), 4) : PhiloxState{};
-  kernels_for(a, "dropout").dropout(out, a, st, p);
+  kernels_for(a, "dropout").dropout(out, a, dropout_counters(a, p, gen), p);
   return out;
+}
+
+std::pair<Tensor, Tensor> detail::dropout_with_mask(const Tensor& a, double p, Generator* gen) {
+  check_dropout_input(a);
+  const KernelTable& k = kernels_for(a, "dropout");
+  const PhiloxState st = dropout_counters(a, p, gen);
+  Tensor out = Tensor::make_empty(a.sizes(), a.dtype(), a.device());
+  k.dropout(out, a, st, p);
+  // The mask is dropout of ones from the same counters: the same elements kept, each scaled.
+  Tensor mask = Tensor::make_empty(a.sizes(), a.dtype(), a.device());
+  const Tensor one = full({}, 1.0, TensorOptions(a.dtype()).device(a.device()));
+  k.dropout(mask, one.expand(a.sizes()), st, p);
+  return {out, mask};
 }
 
 }  // namespace tessera

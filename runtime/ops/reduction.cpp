@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/autograd_hooks.h"
 #include "runtime/dispatch.h"
 #include "runtime/ops.h"
+#include "runtime/ops/reduction_grad.h"
 
 namespace tessera {
 
@@ -119,39 +121,53 @@ std::pair<Tensor, Tensor> extreme_dim(const char* name, ReductionOp values, Redu
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim,
            std::optional<DType> dtype) {
+  if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().sum(a, dims, keepdim, dtype);
   return sum_or_prod(ReductionOp::kSum, a, dims, keepdim, dtype);
 }
 
 Tensor prod(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().prod(a, dims, keepdim);
   return sum_or_prod(ReductionOp::kProd, a, dims, keepdim, std::nullopt);
 }
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().mean(a, dims, keepdim);
   const std::vector<int64_t> d = reduction_dims("mean", a, dims);
   check_floating("mean", a);
   return reduce(ReductionOp::kMean, a, d, keepdim, a.dtype());
 }
 
 Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().amax(a, dims, keepdim);
   const std::vector<int64_t> d = reduction_dims("amax", a, dims);
   check_nonempty("amax", a, d, !dims.empty());
   return reduce(ReductionOp::kAmax, a, d, keepdim, a.dtype());
 }
 
 Tensor amin(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().amin(a, dims, keepdim);
   const std::vector<int64_t> d = reduction_dims("amin", a, dims);
   check_nonempty("amin", a, d, !dims.empty());
   return reduce(ReductionOp::kAmin, a, d, keepdim, a.dtype());
 }
 
-Tensor max(const Tensor& a) { return extreme_all("max", ReductionOp::kAmax, a); }
-Tensor min(const Tensor& a) { return extreme_all("min", ReductionOp::kAmin, a); }
+Tensor max(const Tensor& a) {
+  if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().max_all(a);
+  return extreme_all("max", ReductionOp::kAmax, a);
+}
+
+Tensor min(const Tensor& a) {
+  if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().min_all(a);
+  return extreme_all("min", ReductionOp::kAmin, a);
+}
 
 std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
+  if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().max_dim(a, dim, keepdim);
   return extreme_dim("max", ReductionOp::kAmax, ReductionOp::kArgmax, a, dim, keepdim);
 }
 
 std::pair<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim) {
+  if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().min_dim(a, dim, keepdim);
   return extreme_dim("min", ReductionOp::kAmin, ReductionOp::kArgmin, a, dim, keepdim);
 }
 
@@ -164,12 +180,16 @@ Tensor argmin(const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
 }
 
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims, double correction, bool keepdim) {
+  if (any_requires_grad(a)) {
+    return grad_hooks<ReductionGradHooks>().var(a, dims, correction, keepdim);
+  }
   const std::vector<int64_t> d = reduction_dims("var", a, dims);
   check_floating("var", a);
   return reduce(ReductionOp::kVar, a, d, keepdim, a.dtype(), correction);
 }
 
 Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool keepdim) {
+  if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().norm(a, p, dims, keepdim);
   const std::vector<int64_t> d = reduction_dims("norm", a, dims);
   check_floating("norm", a);
   if (a.numel() == 0) {

@@ -1,6 +1,9 @@
 // Shape ops that build new tensors from several inputs: cat, stack; and the flatten free function.
+// cat and stack record through ShapeGradHooks when an input requires grad.
 
+#include "runtime/autograd_hooks.h"
 #include "runtime/ops.h"
+#include "runtime/ops/view_grad.h"
 
 namespace tessera {
 
@@ -13,6 +16,7 @@ bool skipped_by_cat(const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; }
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (any_requires_grad(tensors)) return grad_hooks<ShapeGradHooks>().cat(tensors, dim);
   TS_CHECK(!tensors.empty(), "[cat] expects a non-empty list of tensors");
   DType dtype = tensors[0].dtype();
   const Tensor* ref = nullptr;  // the first tensor that is not skipped
@@ -63,6 +67,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (any_requires_grad(tensors)) return grad_hooks<ShapeGradHooks>().stack(tensors, dim);
   TS_CHECK(!tensors.empty(), "[stack] expects a non-empty list of tensors");
   TS_CHECK(tensors[0].defined(), "[stack] tensor 0 is undefined");
   const Shape& shape = tensors[0].sizes();
@@ -78,6 +83,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   return cat(expanded, d);
 }
 
+// Records through Tensor::flatten (a reshape).
 Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
   return a.flatten(start_dim, end_dim);
 }

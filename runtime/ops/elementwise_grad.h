@@ -1,0 +1,44 @@
+#pragma once
+// The elementwise family's autograd slots (see Note [Recording ops for autograd] in
+// runtime/autograd_hooks.h). Each slot has the signature of the entry point that calls it; the
+// formulas live in autograd/formulas/elementwise*.cpp.
+//
+// Comparisons and logical ops (kBool results) never reach a slot: they are not differentiable.
+// Their in-place forms (binary_) do, so that the tensor written into gets a history with zero
+// gradients instead of keeping its old one.
+
+#include <optional>
+#include <string>
+
+#include "runtime/op_table.h"
+#include "runtime/scalar.h"
+#include "runtime/tensor.h"
+
+namespace tessera {
+
+struct ElementwiseGradHooks {
+  Tensor (*unary)(UnaryOp op, const Tensor& a) = nullptr;
+  // gelu(a, "tanh"), which the runtime composes from other ops; "none" goes through `unary`.
+  Tensor (*gelu)(const Tensor& a, const std::string& approximate) = nullptr;
+  Tensor (*binary)(BinaryOp op, const Tensor& a, const Tensor& b) = nullptr;
+  // op(a, s), or op(s, a) when scalar_first (detail::binary_scalar).
+  Tensor (*binary_scalar)(BinaryOp op, const Tensor& a, const Scalar& s,
+                          bool scalar_first) = nullptr;
+  Tensor (*add)(const Tensor& a, const Tensor& b, const Scalar& alpha) = nullptr;
+  Tensor (*sub)(const Tensor& a, const Tensor& b, const Scalar& alpha) = nullptr;
+  Tensor (*where)(const Tensor& cond, const Tensor& a, const Tensor& b) = nullptr;
+  Tensor (*clamp)(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> max) = nullptr;
+  // In place, after the arguments were validated (dtypes, shapes, devices).
+  Tensor& (*binary_)(BinaryOp op, Tensor& self, const Tensor& other) = nullptr;
+  Tensor& (*binary_scalar_)(BinaryOp op, Tensor& self, const Scalar& s) = nullptr;
+};
+
+void install_grad_hooks(ElementwiseGradHooks& hooks);
+
+namespace detail {
+// The entry point behind every tensor-scalar operator and op: op(a, s), or op(s, a) when
+// scalar_first, with s taking part in promotion as a Python number.
+Tensor binary_scalar(BinaryOp op, const Tensor& a, const Scalar& s, bool scalar_first);
+}  // namespace detail
+
+}  // namespace tessera

@@ -1,0 +1,19 @@
+#pragma once
+// The autograd slots of matmul, mm and bmm (runtime/ops/linalg.cpp), with their signatures;
+// filled by autograd/formulas/linalg.cpp. linear records as its parts (matmul, add) when it must.
+// See Note [Recording ops for autograd] in runtime/autograd_hooks.h.
+
+#include "runtime/tensor.h"
+
+namespace tessera {
+
+struct LinalgGradHooks {
+  Tensor (*matmul)(const Tensor& a, const Tensor& b) = nullptr;
+  Tensor (*mm)(const Tensor& a, const Tensor& b) = nullptr;
+  Tensor (*bmm)(const Tensor& a, const Tensor& b) = nullptr;
+};
+
+// Defined in autograd/formulas/linalg.cpp.
+void install_grad_hooks(LinalgGradHooks& hooks);
+
+}  // namespace tessera
