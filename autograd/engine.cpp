@@ -1,7 +1,7 @@
 #include "autograd/engine.h"
 
-#include <unordered_map>
-#include <unordered_set>
+#include <cstdint>
+#include <iterator>
 #include <utility>
 
 #include "autograd/grad_accumulation.h"
@@ -37,49 +37,122 @@ class GradModeScope {
   bool previous_;
 };
 
-struct Capture {
-  uint32_t input_nr;
-  size_t output_index;
+// Note [Engine bookkeeping]
+// One backward of a small graph must cost little next to its ops (an add + sum + backward of one
+// element is a few microseconds), so the per-call state is flat: the nodes reachable from the
+// root get dense indices through an open-addressing table, and dependency counts, gradient
+// buffers and capture flags are vectors indexed by them, allocated once per call.
+class NodeIndex {
+ public:
+  // Index of n, or -1.
+  int find(const Node* n) const {
+    if (slots_.empty()) return -1;
+    for (size_t i = hash(n);; i = (i + 1) & mask_) {
+      if (slots_[i].node == n) return slots_[i].index;
+      if (slots_[i].node == nullptr) return -1;
+    }
+  }
+  // Index of n, inserting it as the next index if new; `added` tells which.
+  int insert(const Node* n, bool& added) {
+    if ((count_ + 1) * 2 > slots_.size()) grow();
+    for (size_t i = hash(n);; i = (i + 1) & mask_) {
+      if (slots_[i].node == n) {
+        added = false;
+        return slots_[i].index;
+      }
+      if (slots_[i].node == nullptr) {
+        slots_[i] = Slot{n, static_cast<int>(count_++)};
+        added = true;
+        return slots_[i].index;
+      }
+    }
+  }
+  size_t size() const { return count_; }
+
+ private:
+  struct Slot {
+    const Node* node = nullptr;
+    int index = -1;
+  };
+  size_t hash(const Node* n) const {
+    return (reinterpret_cast<uintptr_t>(n) >> 4) * 0x9E3779B97F4A7C15ull >> 7 & mask_;
+  }
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(old.empty() ? 16 : old.size() * 2, Slot{});
+    mask_ = slots_.size() - 1;
+    for (const Slot& s : old) {
+      if (s.node == nullptr) continue;
+      size_t i = hash(s.node);
+      while (slots_[i].node != nullptr) i = (i + 1) & mask_;
+      slots_[i] = s;
+    }
+  }
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  size_t count_ = 0;
 };
 
-// Dependency counts (edges into each node from nodes reachable from root) and a topological order
-// (each node before the nodes its edges point to), by Kahn's algorithm; iterative, so long chains
-// cannot overflow the stack.
-void analyze(Node* root, std::unordered_map<Node*, int>& deps, std::vector<Node*>& order) {
-  std::vector<Node*> stack{root};
-  std::unordered_set<Node*> seen{root};
+struct Graph {
+  NodeIndex index;
+  std::vector<Node*> nodes;  // by index
+  std::vector<int> deps;     // edges into each node from reachable nodes
+};
+
+// Every node reachable from root, with dependency counts; iterative, so long chains cannot
+// overflow the stack.
+Graph analyze(Node* root) {
+  Graph g;
+  constexpr size_t kTypical = 16;
+  g.nodes.reserve(kTypical);
+  g.deps.reserve(kTypical);
+  bool added = false;
+  g.index.insert(root, added);
+  g.nodes.push_back(root);
+  g.deps.push_back(0);
+  std::vector<Node*> stack;
+  stack.reserve(kTypical);
+  stack.push_back(root);
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
     for (const Edge& e : n->next_edges()) {
       if (!e.is_valid()) continue;
-      ++deps[e.function.get()];
-      if (seen.insert(e.function.get()).second) stack.push_back(e.function.get());
+      const int i = g.index.insert(e.function.get(), added);
+      if (added) {
+        g.nodes.push_back(e.function.get());
+        g.deps.push_back(0);
+        stack.push_back(e.function.get());
+      }
+      ++g.deps[static_cast<size_t>(i)];
     }
   }
-  std::unordered_map<Node*, int> remaining = deps;
-  std::vector<Node*> ready{root};
-  while (!ready.empty()) {
-    Node* n = ready.back();
-    ready.pop_back();
-    order.push_back(n);
-    for (const Edge& e : n->next_edges()) {
-      if (e.is_valid() && --remaining[e.function.get()] == 0) ready.push_back(e.function.get());
-    }
-  }
+  return g;
 }
 
 // Nodes that must run for the captures: those with an edge into a captured node or into a node
-// that must run. Visiting the topological order backwards sees every child before its parents.
-std::unordered_set<Node*> needed_for(
-    const std::vector<Node*>& order,
-    const std::unordered_map<Node*, std::vector<Capture>>& captures) {
-  std::unordered_set<Node*> needed;
+// that must run. A reverse topological sweep sees every child before its parents.
+std::vector<char> needed_for(const Graph& g, const std::vector<char>& captured) {
+  std::vector<int> remaining = g.deps;
+  std::vector<int> order;
+  std::vector<int> ready{0};
+  while (!ready.empty()) {
+    const int n = ready.back();
+    ready.pop_back();
+    order.push_back(n);
+    for (const Edge& e : g.nodes[static_cast<size_t>(n)]->next_edges()) {
+      if (!e.is_valid()) continue;
+      const int c = g.index.find(e.function.get());
+      if (--remaining[static_cast<size_t>(c)] == 0) ready.push_back(c);
+    }
+  }
+  std::vector<char> needed(g.nodes.size(), 0);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    for (const Edge& e : (*it)->next_edges()) {
-      Node* child = e.function.get();
-      if (child != nullptr && (captures.count(child) != 0 || needed.count(child) != 0)) {
-        needed.insert(*it);
+    for (const Edge& e : g.nodes[static_cast<size_t>(*it)]->next_edges()) {
+      if (!e.is_valid()) continue;
+      const auto c = static_cast<size_t>(g.index.find(e.function.get()));
+      if (captured[c] != 0 || needed[c] != 0) {
+        needed[static_cast<size_t>(*it)] = 1;
         break;
       }
     }
@@ -105,36 +178,39 @@ std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> 
                             bool keep_graph, bool create_graph, const std::vector<Edge>& outputs) {
   GradModeScope grad_mode(create_graph);
   auto graph_root = std::make_shared<GraphRoot>(roots, std::move(root_grads));
+  Graph g = analyze(graph_root.get());
+  const size_t count = g.nodes.size();
 
-  std::unordered_map<Node*, int> deps;
-  std::vector<Node*> order;
-  analyze(graph_root.get(), deps, order);
-
-  std::unordered_map<Node*, std::vector<Capture>> captures;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    captures[outputs[i].function.get()].push_back(Capture{outputs[i].input_nr, i});
+  // For each capture: the node it sits on, its slot and where its gradient goes.
+  std::vector<char> is_captured(count, 0);
+  for (const Edge& out : outputs) {
+    const int i = g.index.find(out.function.get());
+    if (i >= 0) is_captured[static_cast<size_t>(i)] = 1;
   }
   const bool capture_mode = !outputs.empty();
-  const std::unordered_set<Node*> needed =
-      capture_mode ? needed_for(order, captures) : std::unordered_set<Node*>{};
+  const std::vector<char> needed = capture_mode ? needed_for(g, is_captured) : std::vector<char>{};
 
   std::vector<Tensor> captured(outputs.size());
-  std::unordered_map<Node*, std::vector<Tensor>> buffers;
-  std::vector<Node*> ready{graph_root.get()};
+  // The gradients arriving at each node's input slots, in one flat array.
+  std::vector<size_t> first_slot(count + 1, 0);
+  for (size_t i = 0; i < count; ++i) first_slot[i + 1] = first_slot[i] + g.nodes[i]->num_inputs();
+  std::vector<Tensor> slots(first_slot[count]);
+  std::vector<int> ready;
+  ready.reserve(count);
+  ready.push_back(0);
   while (!ready.empty()) {
-    Node* node = ready.back();
+    const auto n = static_cast<size_t>(ready.back());
     ready.pop_back();
-    std::vector<Tensor> inputs;
-    if (auto it = buffers.find(node); it != buffers.end()) {
-      inputs = std::move(it->second);
-      buffers.erase(it);
-    }
-    inputs.resize(node->num_inputs());
+    Node* node = g.nodes[n];
+    std::vector<Tensor> inputs(std::make_move_iterator(slots.begin() + first_slot[n]),
+                               std::make_move_iterator(slots.begin() + first_slot[n + 1]));
     node->run_pre_hooks(inputs);
-    if (auto it = captures.find(node); it != captures.end()) {
-      for (const Capture& c : it->second) captured[c.output_index] = inputs[c.input_nr];
+    if (is_captured[n] != 0) {
+      for (size_t k = 0; k < outputs.size(); ++k) {
+        if (outputs[k].function.get() == node) captured[k] = inputs[outputs[k].input_nr];
+      }
     }
-    if (capture_mode && node != graph_root.get() && needed.count(node) == 0) continue;
+    if (capture_mode && n != 0 && needed[n] == 0) continue;
 
     std::vector<Tensor> grads = node->apply(std::move(inputs));
     if (!keep_graph) node->release_variables();
@@ -145,14 +221,13 @@ std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> 
       const Edge& e = edges[i];
       if (!e.is_valid()) continue;
       Node* child = e.function.get();
+      const auto c = static_cast<size_t>(g.index.find(child));
       if (grads[i].defined()) {
-        Tensor g = validate(*node, i, std::move(grads[i]), child->input_metadata()[e.input_nr]);
-        std::vector<Tensor>& buffer = buffers[child];
-        buffer.resize(child->num_inputs());
-        Tensor& slot = buffer[e.input_nr];
-        slot = slot.defined() ? sum_gradients(slot, g) : std::move(g);
+        Tensor grad = validate(*node, i, std::move(grads[i]), child->input_metadata()[e.input_nr]);
+        Tensor& slot = slots[first_slot[c] + e.input_nr];
+        slot = slot.defined() ? sum_gradients(slot, grad) : std::move(grad);
       }
-      if (--deps[child] == 0) ready.push_back(child);
+      if (--g.deps[c] == 0) ready.push_back(static_cast<int>(c));
     }
   }
   return captured;

@@ -11,6 +11,16 @@ void give_history(const std::shared_ptr<Node>& node, const Tensor& out) {
 }
 }  // namespace
 
+void record(const std::shared_ptr<Node>& node,
+            std::initializer_list<std::reference_wrapper<const Tensor>> inputs,
+            std::initializer_list<const Tensor*> outputs) {
+  std::vector<Edge> edges;
+  edges.reserve(inputs.size());
+  for (const Tensor& t : inputs) edges.push_back(gradient_edge(t));
+  node->set_next_edges(std::move(edges));
+  for (const Tensor* out : outputs) give_history(node, *out);
+}
+
 void record(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs,
             std::initializer_list<const Tensor*> outputs) {
   node->set_next_edges(collect_next_edges(inputs));

@@ -26,6 +26,7 @@
 // order given to record (undefined: no gradient; the engine skips inputs that need none, and
 // casts each gradient to its input's dtype).
 
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -58,6 +59,10 @@ class FormulaNode : public Node {
 // undefined input or one that does not require grad), and each floating-point output, in order,
 // becomes one of node's gradient slots (outputs of other dtypes, e.g. indices, stay out of the
 // graph). Call after the forward ran, with outputs that have no history yet.
+// `{a, b}` binds to the first overload, which copies no tensor (ops record on every call).
+void record(const std::shared_ptr<Node>& node,
+            std::initializer_list<std::reference_wrapper<const Tensor>> inputs,
+            std::initializer_list<const Tensor*> outputs);
 void record(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs,
             std::initializer_list<const Tensor*> outputs);
 void record(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs,
