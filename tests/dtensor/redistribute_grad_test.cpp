@@ -126,5 +126,39 @@ TEST_CASE("second derivatives through chains of redistributes", "[dtensor][grad]
   });
 }
 
+TEST_CASE("gradgradcheck through chains of redistributes", "[dtensor][grad]") {
+  // The input is replicated and identical on every rank, so each rank's finite differences
+  // (all ranks perturb the same element in step) measure the derivative with respect to the
+  // global tensor, which is what the local gradient of a Replicate input holds.
+  const std::vector<std::vector<Placements>> chains{
+      {{Shard(0)}, {Shard(1)}},
+      {{Partial()}, {Shard(0)}},
+      {{Shard(1)}, {Partial(ReduceOp::Avg)}, {Shard(0)}},
+      {{Partial(ReduceOp::Max)}, {Shard(1)}},
+  };
+  on_mesh({2}, [&](const DeviceMesh& mesh) {
+    std::vector<std::string> failures;
+    Generator gen(5);
+    const Tensor w = rand({4, 3}, kFloat64, &gen);
+    for (const auto& chain : chains) {
+      auto fn = [&](const std::vector<Tensor>& in) {
+        DTensor y = DTensor::from_local(in[0], mesh, {Replicate()});
+        for (const Placements& p : chain) y = y.redistribute(p);
+        const Tensor full = y.full_tensor();
+        return full * full * w;
+      };
+      Tensor x = rand({4, 3}, kFloat64, &gen);
+      x.requires_grad_();
+      try {
+        autograd::gradcheck(fn, {x});
+        autograd::gradgradcheck(fn, {x});
+      } catch (const std::exception& e) {
+        failures.push_back(to_string(chain[0]) + " chain: " + e.what());
+      }
+    }
+    return failures;
+  });
+}
+
 }  // namespace
 }  // namespace tessera::dtensor_test
