@@ -16,6 +16,8 @@
 #include "autograd/autograd.h"
 #include "autograd/function.h"
 #include "autograd/gradcheck.h"
+#include "autograd/nn/nn.h"
+#include "autograd/optim/optim.h"
 #include "collectives/dist.h"
 #include "collectives/observer.h"
 #include "collectives/process_group.h"
