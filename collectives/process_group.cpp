@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "collectives/call.h"
+#include "collectives/staged_work.h"
 
 namespace tessera::dist {
 
@@ -158,6 +159,18 @@ WorkPtr ProcessGroup::all_reduce(const Tensor& t, const CollectiveOptions& optio
   return all_reduce(t, ReduceOp::Sum, options);
 }
 
+WorkPtr ProcessGroup::all_reduce_into(const Tensor& out, const Tensor& in, ReduceOp op,
+                                      const CollectiveOptions& options) {
+  const char* name = "all_reduce";
+  check_tensor(*this, device_type(), name, out, "out");
+  check_tensor(*this, device_type(), name, in, "in");
+  check_same_dtype(name, out, "out", in, "in");
+  check_reduce_op(name, op, in.dtype());
+  TS_CHECK_SHAPE(out.numel() == in.numel(), "[", name, "] out and in must have the same number of ",
+                 "elements, got shapes ", out.sizes(), " and ", in.sizes());
+  return issue(make_call(CollectiveKind::AllReduce, in, out, 0, op), options);
+}
+
 WorkPtr ProcessGroup::all_gather_into_tensor(const Tensor& out, const Tensor& in,
                                              const CollectiveOptions& options) {
   const char* name = "all_gather_into_tensor";
@@ -175,16 +188,32 @@ WorkPtr ProcessGroup::all_gather(const std::vector<Tensor>& outs, const Tensor& 
   check_tensor(*this, device_type(), name, in, "in");
   TS_CHECK_SHAPE(static_cast<int>(outs.size()) == size(), "[", name, "] needs one output per rank",
                  " (", size(), "), got ", outs.size());
+  bool strided = false;
   for (const Tensor& o : outs) {
-    check_tensor(*this, device_type(), name, o, "each output");
+    TS_CHECK(o.defined(), "[", name, "] each output must be defined");
+    check_tensor(*this, device_type(), name, o.is_contiguous() ? o : o.contiguous(), "each output");
     check_same_dtype(name, o, "each output", in, "in");
+    strided = strided || !o.is_contiguous();
   }
   TS_CHECK_SHAPE(outs[static_cast<size_t>(rank())].numel() == in.numel(), "[", name, "] outs[",
                  rank(), "] receives this rank's input and needs its ", in.numel(),
                  " elements, got shape ", outs[static_cast<size_t>(rank())].sizes());
   Call call = make_call(CollectiveKind::AllGather, in, {});
-  call.list = outs;
-  return issue(std::move(call), options);
+  if (!strided || writes_strided_outputs()) {
+    call.list = outs;
+    return issue(std::move(call), options);
+  }
+  // Stage the strided outputs through contiguous buffers, copied out on completion.
+  std::vector<std::pair<Tensor, Tensor>> staged;
+  for (const Tensor& o : outs) {
+    if (o.is_contiguous()) {
+      call.list.push_back(o);
+    } else {
+      call.list.push_back(Tensor::make_empty(o.sizes(), o.dtype(), o.device()));
+      staged.emplace_back(call.list.back(), o);
+    }
+  }
+  return std::make_shared<detail::StagedWork>(issue(std::move(call), options), std::move(staged));
 }
 
 WorkPtr ProcessGroup::reduce_scatter_tensor(const Tensor& out, const Tensor& in, ReduceOp op,

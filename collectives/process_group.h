@@ -64,11 +64,15 @@ class ProcessGroup {
   WorkPtr all_reduce(const Tensor& t, ReduceOp op = ReduceOp::Sum,
                      const CollectiveOptions& options = {});
   WorkPtr all_reduce(const Tensor& t, const CollectiveOptions& options);
+  // out = op(in of every rank), leaving in untouched (funcol.all_reduce); same numel and dtype.
+  WorkPtr all_reduce_into(const Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::Sum,
+                          const CollectiveOptions& options = {});
   // out (numel = size() * in.numel(), any shape) = the ranks' inputs concatenated in rank order.
   WorkPtr all_gather_into_tensor(const Tensor& out, const Tensor& in,
                                  const CollectiveOptions& options = {});
   // outs[r] = rank r's input; one output per rank, sizes may differ (outs[r].numel() must equal
-  // rank r's in.numel()).
+  // rank r's in.numel()). Outputs may be strided views (e.g. blocks of one tensor along an inner
+  // dim): backends that cannot write them directly stage through contiguous buffers.
   WorkPtr all_gather(const std::vector<Tensor>& outs, const Tensor& in,
                      const CollectiveOptions& options = {});
   // in (numel = size() * out.numel()) holds one block per rank; out = op over the ranks of block
@@ -111,6 +115,8 @@ class ProcessGroup {
 
   // The device type of the tensors this backend moves.
   virtual DeviceType device_type() const { return DeviceType::CPU; }
+  // Whether run() writes all_gather's non-contiguous outputs itself.
+  virtual bool writes_strided_outputs() const { return false; }
   // Runs a call whose local arguments are valid (see collectives/call.h), honouring
   // call.async_op and call.timeout. Cross-rank agreement is the backend's to check.
   virtual WorkPtr run(detail::Call&& call) = 0;

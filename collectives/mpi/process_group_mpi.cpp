@@ -261,6 +261,13 @@ void ProcessGroupMPI::execute(const Call& call) {
 }
 
 void ProcessGroupMPI::all_reduce(const Call& call) {
+  if (bytes_of(call.in) != bytes_of(call.out)) {
+    // Out of place (all_reduce_into): reduce a copy of the input in the output.
+    copy_bytes(bytes_of(call.out), bytes_of(call.in), call.in.nbytes());
+    Call in_place = call;
+    in_place.in = call.out;
+    return all_reduce(in_place);
+  }
   const int n = size();
   if (n == 1) return;  // every op of one value is that value (Avg divides by 1)
   if (call.in.nbytes() <= kSmallAllReduceBytes) return all_reduce_small(call);

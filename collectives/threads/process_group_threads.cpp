@@ -94,7 +94,15 @@ void ProcessGroupThreads::move_data(const Call& call, uint64_t seq, Clock::time_
     case CollectiveKind::AllGather:
       for (int q = 0; q < size(); ++q) {
         const Tensor& out = call.list[static_cast<size_t>(q)];
-        copy_bytes(bytes_of(out), bytes_of(peer_call(seq, q).in), out.nbytes());
+        const Tensor& in = peer_call(seq, q).in;
+        if (out.is_contiguous()) {
+          copy_bytes(bytes_of(out), bytes_of(in), out.nbytes());
+        } else {
+          // A strided output (a block of a larger tensor): the peer's data laid out as it.
+          Tensor dst = out;
+          dst.copy_(Tensor::make_view(in.storage(), out.sizes(), contiguous_strides(out.sizes()),
+                                      in.storage_offset(), in.dtype()));
+        }
       }
       break;
     case CollectiveKind::ReduceScatterTensor: {

@@ -1,5 +1,7 @@
 #include "collectives/threads/rendezvous.h"
 
+#include <algorithm>
+#include <chrono>
 #include <thread>
 
 #include "collectives/local_kernels.h"
@@ -9,8 +11,11 @@ namespace tessera::dist::detail {
 namespace {
 // Yields before blocking when every rank has a core: a peer that is about to arrive usually does
 // within a few yields, and blocking costs two context switches. With more ranks than cores a
-// spinning rank would take the core from the peer it waits for, so it blocks at once.
+// spinning rank would take the core from the peer it waits for, so it blocks at once. The spin is
+// also bounded in time: on a loaded machine one yield can take a whole time slice, and 256 of
+// them would outlast short timeouts.
 constexpr int kSpins = 256;
+constexpr auto kMaxSpin = std::chrono::microseconds(50);
 }  // namespace
 
 ThreadsWorld::ThreadsWorld(int size)
@@ -151,9 +156,11 @@ void GroupState::arrive_and_wait(int rank, uint64_t phase, Clock::time_point dea
       return;
     }
   }
+  const Clock::time_point spin_until = std::min(deadline, Clock::now() + kMaxSpin);
   for (int i = 0; i < world_->spins(); ++i) {
     if (completed_.load(std::memory_order_acquire) >= target) return;
     if (aborted_.load(std::memory_order_relaxed) || world_->aborted()) break;
+    if (i % 8 == 7 && Clock::now() > spin_until) break;
     std::this_thread::yield();
   }
   std::unique_lock lock(mutex_);

@@ -99,11 +99,13 @@ Tensor gather(const Tensor& local, const StepContext& c, dist::WorkPtr& pending,
   const Tensor in = local.contiguous();
   keep_alive.push_back(in);
   const Shape out_shape = c.to.local_shape(c.me);
-  if (concatenate_to(member_runs, want) && leading_dims_are_one(out_shape, d)) {
+  if (concatenate_to(member_runs, want)) {
+    // The members' shards follow each other along d: each lands straight in its block of the
+    // result (a strided block when d is not the outermost dim).
     Tensor out = Tensor::make_empty(out_shape, local.dtype(), local.device());
     bool equal = true;
     for (const Shape& s : member_shapes) equal = equal && s == member_shapes[0];
-    if (equal) {
+    if (equal && leading_dims_are_one(out_shape, d)) {
       pending = c.group->all_gather_into_tensor(out, in, c.options);
       return out;
     }
@@ -184,9 +186,12 @@ Tensor chunk(const Tensor& local, const StepContext& c) {
   return owned(assemble_runs(d, want, {RunSource{local, have}}), local);
 }
 
-Tensor all_reduce(const Tensor& local, const StepContext& c, dist::WorkPtr& pending) {
-  Tensor out = local.clone();
-  pending = c.group->all_reduce(out, from_placement(c).reduce_op(), c.options);
+Tensor all_reduce(const Tensor& local, const StepContext& c, dist::WorkPtr& pending,
+                  std::vector<Tensor>& keep_alive) {
+  Tensor out = Tensor::make_empty(local.sizes(), local.dtype(), local.device());
+  keep_alive.push_back(local.contiguous());
+  pending =
+      c.group->all_reduce_into(out, keep_alive.back(), from_placement(c).reduce_op(), c.options);
   return out;
 }
 
@@ -261,7 +266,7 @@ ExecuteResult execute_plan(const Tensor& local, const DTensorSpec& src,
         result.local = chunk(result.local, c);
         break;
       case StepKind::AllReduce:
-        result.local = all_reduce(result.local, c, pending);
+        result.local = all_reduce(result.local, c, pending, result.keep_alive);
         break;
       case StepKind::ReduceScatter:
         result.local = reduce_scatter(result.local, c, pending, result.keep_alive);
