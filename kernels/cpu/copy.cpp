@@ -42,6 +42,13 @@ void copy_kernel(const Tensor& dst, const Tensor& src) {
       using From = decltype(src_tag);
       for_each_strided<2>({&dst, &src}, [](std::array<char*, 2> p, std::array<int64_t, 2> s,
                                            int64_t n) {
+        if constexpr (std::is_same_v<To, From>) {
+          // Contiguous runs of one dtype (blocks of a larger tensor): memcpy per run.
+          if (s[0] == sizeof(To) && s[1] == sizeof(From)) {
+            std::memcpy(p[0], p[1], static_cast<size_t>(n) * sizeof(To));
+            return;
+          }
+        }
         if (s[0] == sizeof(To) && s[1] == sizeof(From)) {
           To* d = reinterpret_cast<To*>(p[0]);
           const From* f = reinterpret_cast<const From*>(p[1]);
