@@ -162,13 +162,13 @@ std::vector<char> needed_for(const Graph& g, const std::vector<char>& captured) 
 
 // Checks one gradient a node returned against the slot it goes to; casts it to the slot's dtype.
 Tensor validate(const Node& producer, size_t index, Tensor grad, const InputMetadata& expected) {
-  TS_CHECK_SHAPE(grad.shape() == expected.shape, "[backward] Function ", producer.name(),
+  TS_CHECK_SHAPE(expected.has_shape(grad.sizes()), "[backward] Function ", producer.name(),
                  " returned an invalid gradient at index ", index, " - got ", grad.shape(),
-                 " but expected shape compatible with ", expected.shape);
-  TS_CHECK(grad.device() == expected.device, "[backward] Function ", producer.name(),
+                 " but expected shape compatible with ", expected.shape());
+  TS_CHECK(grad.device() == expected.device(), "[backward] Function ", producer.name(),
            " returned a gradient at index ", index, " on ", grad.device(), " but expected ",
-           expected.device);
-  if (grad.dtype() != expected.dtype) grad = grad.to(expected.dtype);
+           expected.device());
+  if (grad.dtype() != expected.dtype()) grad = grad.to(expected.dtype());
   return grad;
 }
 

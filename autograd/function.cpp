@@ -51,7 +51,8 @@ void materialize_grads(const Node& node, std::vector<Tensor>& grads) {
   const std::vector<InputMetadata>& meta = node.input_metadata();
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined()) {
-      grads[i] = zeros(meta[i].shape, TensorOptions().dtype(meta[i].dtype).device(meta[i].device));
+      grads[i] =
+          zeros(meta[i].shape(), TensorOptions().dtype(meta[i].dtype()).device(meta[i].device()));
     }
   }
 }

@@ -1,9 +1,32 @@
 #include "autograd/node.h"
 
+#include <algorithm>
+
 namespace tessera::autograd {
 
+InputMetadata::InputMetadata(const Shape& shape, DType dtype, Device device)
+    : dtype_(dtype), device_(device) {
+  if (shape.size() > kInlineDims) {
+    long_shape_ = shape;
+    ndim_ = static_cast<uint8_t>(kInlineDims + 1);
+    return;
+  }
+  ndim_ = static_cast<uint8_t>(shape.size());
+  std::copy(shape.begin(), shape.end(), inline_sizes_.begin());
+}
+
+Shape InputMetadata::shape() const {
+  if (ndim_ > kInlineDims) return long_shape_;
+  return Shape(inline_sizes_.begin(), inline_sizes_.begin() + ndim_);
+}
+
+bool InputMetadata::has_shape(const Shape& shape) const {
+  if (ndim_ > kInlineDims) return shape == long_shape_;
+  return shape.size() == ndim_ && std::equal(shape.begin(), shape.end(), inline_sizes_.begin());
+}
+
 uint32_t Node::add_input_metadata(const Tensor& t) {
-  input_metadata_.push_back(InputMetadata{t.shape(), t.dtype(), t.device()});
+  input_metadata_.emplace_back(t.sizes(), t.dtype(), t.device());
   return static_cast<uint32_t>(input_metadata_.size() - 1);
 }
 

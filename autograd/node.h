@@ -3,6 +3,7 @@
 // gradients of its forward outputs. Edges point from a node to the nodes of its inputs.
 // See autograd/README.md for the picture.
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -25,11 +26,24 @@ struct Edge {
   bool is_valid() const { return function != nullptr; }
 };
 
-// What a node expects of the gradient in one input slot (that of one forward output).
-struct InputMetadata {
-  Shape shape;
-  DType dtype = kFloat32;
-  Device device = Device::cpu();
+// What a node expects of the gradient in one input slot (that of one forward output). Every
+// recorded op stores one per output, so sizes of up to kInlineDims dims are kept inline rather
+// than in a heap-allocated Shape.
+class InputMetadata {
+ public:
+  static constexpr size_t kInlineDims = 6;
+  InputMetadata(const Shape& shape, DType dtype, Device device);
+  Shape shape() const;
+  bool has_shape(const Shape& shape) const;
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+
+ private:
+  std::array<int64_t, kInlineDims> inline_sizes_{};
+  Shape long_shape_;  // only for more than kInlineDims dims
+  uint8_t ndim_ = 0;
+  DType dtype_ = kFloat32;
+  Device device_ = Device::cpu();
 };
 
 using TensorHook = std::function<Tensor(const Tensor&)>;
