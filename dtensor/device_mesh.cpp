@@ -21,6 +21,8 @@ struct DeviceMesh::State {
   std::vector<dist::ProcessGroupPtr> groups;
   // Contiguous runs of at least two mesh dims -> their group.
   std::map<std::vector<int64_t>, dist::ProcessGroupPtr> flattened;
+  // See DeviceMesh::flattened_groups_mask (set by finish_state).
+  uint64_t flattened_mask = 0;
 };
 
 namespace {
@@ -58,6 +60,19 @@ std::vector<int> ranks_along(const std::vector<int>& ranks, const Shape& shape,
     out.push_back(ranks[static_cast<size_t>(ravel(c, shape))]);
   }
   return out;
+}
+
+// Computes the state's derived fields once it is filled.
+void finish_state(DeviceMesh::State& state) {
+  const auto nd = static_cast<int64_t>(state.shape.size());
+  int bit = 0;
+  for (int64_t first = 0; first < nd; ++first) {
+    for (int64_t last = first + 1; last < nd; ++last, ++bit) {
+      std::vector<int64_t> dims;
+      for (int64_t d = first; d <= last; ++d) dims.push_back(d);
+      if (bit < 64 && state.flattened.count(dims) != 0) state.flattened_mask |= uint64_t{1} << bit;
+    }
+  }
 }
 
 void check_names(const std::vector<std::string>& names, const Shape& shape) {
@@ -101,6 +116,7 @@ DeviceMesh::DeviceMesh(DeviceType device_type, const Shape& mesh_shape,
       state->flattened[dims] = world->split(ranks_along(state->ranks, mesh_shape, coord, dims));
     }
   }
+  finish_state(*state);
   state_ = std::move(state);
 }
 
@@ -188,6 +204,7 @@ DeviceMesh DeviceMesh::operator[](const std::vector<std::string>& names) const {
     if (local.size() != parent_dims.size()) continue;
     sub->flattened[local] = group;
   }
+  finish_state(*sub);
   return DeviceMesh(std::move(sub));
 }
 
@@ -205,6 +222,8 @@ std::string DeviceMesh::to_string() const {
   os << ")";
   return os.str();
 }
+
+uint64_t DeviceMesh::flattened_groups_mask() const { return state_->flattened_mask; }
 
 std::ostream& operator<<(std::ostream& os, const DeviceMesh& mesh) {
   return os << mesh.to_string();

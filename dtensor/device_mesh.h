@@ -57,6 +57,10 @@ class DeviceMesh {
   DeviceMesh operator[](const std::string& mesh_dim_name) const;
   DeviceMesh operator[](const std::vector<std::string>& mesh_dim_names) const;
 
+  // Which runs of contiguous mesh dims have a flattened group: bit i of a canonical enumeration
+  // of the runs (first, last) with first < last (plans differ with it, so caches key on it).
+  uint64_t flattened_groups_mask() const;
+
   // The mesh dim of a name; Error naming the valid names otherwise.
   int64_t dim_of(const std::string& mesh_dim_name) const;
 

@@ -43,15 +43,10 @@ std::pair<Shape, Shape> global_from_local(const Tensor& local, const DeviceMesh&
   return {shape, stride};
 }
 
-// Every rank's (dtype, shape) must agree: one all_gather of a few int64 per rank.
+// Every rank's (dtype, shape) must agree: one small all_gather per mesh dim (agreement along
+// every mesh dim is agreement over the mesh).
 void check_metadata(const char* op, const Tensor& local, const DeviceMesh& mesh,
                     const std::optional<Shape>& shape) {
-  const dist::ProcessGroupPtr group =
-      mesh.ndim() == 1 ? mesh.get_group(0) : mesh.flattened_group([&] {
-        std::vector<int64_t> all;
-        for (int64_t m = 0; m < mesh.ndim(); ++m) all.push_back(m);
-        return all;
-      }());
   constexpr int64_t kMaxDims = 8;
   TS_CHECK(local.dim() <= kMaxDims, "[", op, "] run_check supports tensors of up to ", kMaxDims,
            " dims, got ", local.dim());
@@ -62,17 +57,34 @@ void check_metadata(const char* op, const Tensor& local, const DeviceMesh& mesh,
     for (size_t i = 0; i < shape->size(); ++i) mine[2 + i] = (*shape)[i];
   }
   const Tensor in = from_vector(mine, {static_cast<int64_t>(mine.size())});
-  const Tensor all =
-      Tensor::make_empty({group->size(), static_cast<int64_t>(mine.size())}, kInt64, Device::cpu());
-  group->all_gather_into_tensor(all, in)->wait();
-  const std::vector<int64_t> v = all.to_vector<int64_t>();
-  for (int r = 0; r < group->size(); ++r) {
-    for (size_t i = 0; i < mine.size(); ++i) {
-      TS_CHECK(v[static_cast<size_t>(r) * mine.size() + i] == mine[i], "[", op,
-               "] inconsistent tensor metadata across ranks: rank ", group->rank(), " has dtype ",
-               local.dtype(), (shape ? " and shape " : ""), (shape ? *shape : Shape{}),
-               " but group rank ", r, " differs (run_check)");
+  for (int64_t m = 0; m < mesh.ndim(); ++m) {
+    const dist::ProcessGroupPtr group = mesh.get_group(m);
+    const Tensor all = Tensor::make_empty({group->size(), static_cast<int64_t>(mine.size())},
+                                          kInt64, Device::cpu());
+    group->all_gather_into_tensor(all, in)->wait();
+    const std::vector<int64_t> v = all.to_vector<int64_t>();
+    for (int r = 0; r < group->size(); ++r) {
+      for (size_t i = 0; i < mine.size(); ++i) {
+        TS_CHECK(v[static_cast<size_t>(r) * mine.size() + i] == mine[i], "[", op,
+                 "] inconsistent tensor metadata across ranks: this rank has dtype ", local.dtype(),
+                 (shape ? " and shape " : ""), (shape ? *shape : Shape{}), " but rank ", r,
+                 " of mesh dim ", m, " differs (run_check)");
+      }
     }
+  }
+}
+
+// Every rank gets the tensor of the mesh rank `src`: a broadcast along each mesh dim in turn,
+// from src's coordinate on it.
+void broadcast_from(const Tensor& t, const DeviceMesh& mesh, int src) {
+  std::vector<int64_t> coord(static_cast<size_t>(mesh.ndim()));
+  int64_t rest = src;
+  for (int64_t m = mesh.ndim() - 1; m >= 0; --m) {
+    coord[static_cast<size_t>(m)] = rest % mesh.size(m);
+    rest /= mesh.size(m);
+  }
+  for (int64_t m = 0; m < mesh.ndim(); ++m) {
+    mesh.get_group(m)->broadcast(t, static_cast<int>(coord[static_cast<size_t>(m)]))->wait();
   }
 }
 
@@ -257,10 +269,8 @@ DTensor distribute_tensor(const Tensor& tensor, const DeviceMesh& mesh, Placemen
       TS_CHECK(*src_data_rank >= 0 && *src_data_rank < mesh.size(), "[distribute_tensor] ",
                "src_data_rank ", *src_data_rank, " is not a rank of the mesh (0 to ",
                mesh.size() - 1, ")");
-      std::vector<int64_t> all;
-      for (int64_t m = 0; m < mesh.ndim(); ++m) all.push_back(m);
       if (source.is_alias_of(tensor)) source = source.clone();
-      mesh.flattened_group(all)->broadcast(source, *src_data_rank)->wait();
+      broadcast_from(source, mesh, *src_data_rank);
     }
     const std::vector<int64_t> coord = spec->coordinate();
     const auto runs = spec->global_runs(coord);

@@ -44,9 +44,9 @@ struct RedistributePlan {
 };
 
 // The plan from `src` to `dst` placements (already normalized); the same on every rank. Cached
-// per thread by (mesh shape, tensor shape, dtype, source, target); the reference stays valid for
-// the thread's lifetime. Errors:
-// a Partial reduce op that cannot be produced from Replicate (product, bitwise).
+// per thread by (mesh shape and flattened groups, tensor shape, dtype, source, target); the
+// reference stays valid for the thread's lifetime. Errors: a Partial reduce op that cannot be
+// produced from Replicate (product, bitwise).
 const RedistributePlan& plan_redistribute(const DTensorSpec& src, const Placements& dst);
 
 }  // namespace tessera::dtensor

@@ -290,13 +290,14 @@ bool logging_plans() {
 
 struct PlanKey {
   Shape mesh;
+  uint64_t flattened;
   Shape shape;
   DType dtype;
   std::string src;
   std::string dst;
   bool operator<(const PlanKey& o) const {
-    return std::tie(mesh, shape, dtype, src, dst) <
-           std::tie(o.mesh, o.shape, o.dtype, o.src, o.dst);
+    return std::tie(mesh, flattened, shape, dtype, src, dst) <
+           std::tie(o.mesh, o.flattened, o.shape, o.dtype, o.src, o.dst);
   }
 };
 
@@ -321,7 +322,8 @@ const RedistributePlan& plan_redistribute(const DTensorSpec& src, const Placemen
     cache.clear();
     cache_version = cost_model_version();
   }
-  PlanKey key{src.mesh.shape(), src.shape, src.dtype, encode(src.placements), encode(dst)};
+  PlanKey key{src.mesh.shape(), src.mesh.flattened_groups_mask(), src.shape,
+              src.dtype,        encode(src.placements),           encode(dst)};
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   const RedistributePlan& plan = cache.emplace(std::move(key), make_plan(src, dst)).first->second;

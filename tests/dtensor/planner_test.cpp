@@ -142,6 +142,29 @@ TEST_CASE("2-D and 3-D transitions: PyTorch's counts, fewer through flattened gr
   run({2, 2, 2}, three_d);
 }
 
+TEST_CASE("sub-meshes: flattened groups only over contiguous parent dims", "[dtensor][planner]") {
+  on_mesh({2, 2, 2},
+          [](const DeviceMesh& mesh) {
+            std::vector<std::string> failures;
+            const Tensor global = arange(64, kFloat32).reshape({8, 8});
+            // Same sub-mesh shape, different groups: the plan cache must tell them apart.
+            for (const auto& [names, expected] :
+                 std::vector<std::pair<std::vector<std::string>, int64_t>>{
+                     {{"a", "b"}, 1}, {{"a", "c"}, 2}, {{"b", "c"}, 1}}) {
+              const DeviceMesh sub = mesh[names];
+              const DTensor x = distribute_tensor(global, sub, {Shard(0), Shard(0)});
+              debug::CommDebugMode mode;
+              const DTensor y = x.redistribute({Replicate(), Replicate()});
+              if (mode.get_total_counts() != expected || !equal(y.to_local(), global)) {
+                failures.push_back(fmt::format("sub-mesh {}{}: {} collectives", names[0], names[1],
+                                               mode.get_total_counts()));
+              }
+            }
+            return failures;
+          },
+          {"a", "b", "c"});
+}
+
 TEST_CASE("plans are cached and cheap to look up", "[dtensor][planner]") {
   on_mesh({2, 2}, [](const DeviceMesh& mesh) {
     std::vector<std::string> failures;
