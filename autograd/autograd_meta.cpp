@@ -22,12 +22,15 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
   AutogradMeta& meta = materialize_autograd_meta(leaf);
   TS_INTERNAL_ASSERT(meta.grad_fn_ == nullptr, "grad_accumulator of a non-leaf");
   std::lock_guard<std::mutex> lock(meta.mutex_);
-  std::shared_ptr<Node> acc = meta.grad_accumulator_.lock();
-  if (acc == nullptr) {
-    acc = std::make_shared<AccumulateGrad>(leaf);
-    meta.grad_accumulator_ = acc;
+  // A leaf whose data was replaced in place (Module::to) needs a sink for its new layout.
+  const auto stale = [&] {
+    const InputMetadata& m = meta.grad_accumulator_->input_metadata()[0];
+    return !m.has_shape(leaf.sizes()) || m.dtype() != leaf.dtype() || m.device() != leaf.device();
+  };
+  if (meta.grad_accumulator_ == nullptr || stale()) {
+    meta.grad_accumulator_ = std::make_shared<AccumulateGrad>(leaf);
   }
-  return acc;
+  return meta.grad_accumulator_;
 }
 
 Edge gradient_edge(const Tensor& t) {
@@ -52,14 +55,20 @@ void set_history(const Tensor& t, const std::shared_ptr<Node>& fn) {
   meta.grad_fn_ = fn;
 }
 
-AccumulateGrad::AccumulateGrad(Tensor variable) : variable_(std::move(variable)) {
-  add_input_metadata(variable_);
+AccumulateGrad::AccumulateGrad(const Tensor& variable) : variable_(variable.impl_ptr()) {
+  add_input_metadata(variable);
+}
+
+Tensor AccumulateGrad::variable() const {
+  std::shared_ptr<TensorImpl> impl = variable_.lock();
+  return impl != nullptr ? Tensor(std::move(impl)) : Tensor();
 }
 
 void AccumulateGrad::run_pre_hooks(std::vector<Tensor>& grads) const {
   Node::run_pre_hooks(grads);
-  if (grads[0].defined())
-    grads[0] = apply_hooks(get_autograd_meta(variable_)->hooks_, std::move(grads[0]));
+  const Tensor leaf = variable();
+  if (grads[0].defined() && leaf.defined())
+    grads[0] = apply_hooks(get_autograd_meta(leaf)->hooks_, std::move(grads[0]));
 }
 
 namespace {
@@ -77,8 +86,9 @@ bool can_steal(const Tensor& g) {
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   Tensor g = std::move(grad_outputs[0]);
   grad_outputs.clear();
-  if (!g.defined()) return {};
-  AutogradMeta& meta = *get_autograd_meta(variable_);
+  const Tensor leaf = variable();
+  if (!g.defined() || !leaf.defined()) return {};
+  AutogradMeta& meta = *get_autograd_meta(leaf);
   const bool record = is_grad_enabled();
   std::lock_guard<std::mutex> lock(meta.mutex_);
   if (!meta.grad_.defined()) {

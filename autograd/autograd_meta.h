@@ -18,9 +18,10 @@ struct AutogradMeta final : AutogradMetaBase {
   // The node that receives this tensor's gradient (null for leaves), in slot output_nr_.
   std::shared_ptr<Node> grad_fn_;
   uint32_t output_nr_ = 0;
-  // A leaf's AccumulateGrad node, created on first use and held weakly: the graph owns it, so it
-  // dies with the last graph that uses the leaf.
-  std::weak_ptr<Node> grad_accumulator_;
+  // A leaf's AccumulateGrad node, created on first use and kept while the leaf lives (it refers
+  // back to the leaf weakly, so there is no cycle): recording an op on a leaf then costs no
+  // allocation for it, which matters for the tiny ops of a training loop.
+  std::shared_ptr<Node> grad_accumulator_;
   // Hooks of a leaf (non-leaf hooks live on grad_fn_, see Node::add_tensor_pre_hook).
   std::vector<TensorHook> hooks_;
   bool retains_grad_ = false;
@@ -50,16 +51,19 @@ void set_history(const Tensor& t, const std::shared_ptr<Node>& fn);
 
 // Sink of a leaf's gradient: adds it into leaf.grad(), after the leaf's hooks ran as this node's
 // pre-hooks (so that autograd::grad, which captures it without running the node, sees them too).
+// Refers to the leaf weakly (the leaf owns it): a gradient for a leaf nobody holds any more is
+// dropped, since no one can read it.
 class AccumulateGrad final : public Node {
  public:
-  explicit AccumulateGrad(Tensor variable);
+  explicit AccumulateGrad(const Tensor& variable);
   std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override;
   std::string name() const override { return "AccumulateGrad"; }
   void run_pre_hooks(std::vector<Tensor>& grads) const override;
-  const Tensor& variable() const { return variable_; }
+  // The leaf, or an undefined tensor once it is gone.
+  Tensor variable() const;
 
  private:
-  Tensor variable_;
+  std::weak_ptr<TensorImpl> variable_;
 };
 
 }  // namespace tessera::autograd
