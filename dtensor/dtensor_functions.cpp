@@ -50,8 +50,12 @@ struct RedistributeFn : autograd::Function<RedistributeFn> {
   }
 };
 
-struct FromLocalFn : autograd::Function<FromLocalFn> {
-  static const char* name() { return "FromLocalBackward"; }
+// from_local's and to_local's recorded identity. The gradient arrives in, and leaves in, the
+// spec's placements with Partial -> Replicate, except that a grad_placements hint is where
+// from_local's gradient goes to (kHintIsTarget) and where to_local's comes from.
+template <bool kHintIsTarget>
+struct LocalIdentityFn : autograd::Function<LocalIdentityFn<kHintIsTarget>> {
+  static const char* name() { return kHintIsTarget ? "FromLocalBackward" : "ToLocalBackward"; }
   static Tensor forward(AutogradContext* ctx, const Tensor& local, SpecPtr spec,
                         std::optional<Placements> grad_placements) {
     ctx->saved_data["spec"] = spec;
@@ -61,30 +65,17 @@ struct FromLocalFn : autograd::Function<FromLocalFn> {
   static std::vector<Tensor> backward(AutogradContext* ctx, std::vector<Tensor> grads) {
     const auto spec = std::any_cast<SpecPtr>(ctx->saved_data["spec"]);
     const auto hint = std::any_cast<std::optional<Placements>>(ctx->saved_data["grad_placements"]);
-    const Placements have = normalize_for_grad(spec->placements);
-    if (!hint.has_value() || *hint == have) return {grads[0]};
-    return {RedistributeFn::apply(grads[0], with(*spec, have, grads[0].dtype()), *hint,
+    const Placements normalized = normalize_for_grad(spec->placements);
+    if (!hint.has_value() || *hint == normalized) return {grads[0]};
+    const Placements& from = kHintIsTarget ? normalized : *hint;
+    const Placements& to = kHintIsTarget ? *hint : normalized;
+    return {RedistributeFn::apply(grads[0], with(*spec, from, grads[0].dtype()), to,
                                   RedistributeOptions{}, static_cast<ExecuteResult*>(nullptr))};
   }
 };
 
-struct ToLocalFn : autograd::Function<ToLocalFn> {
-  static const char* name() { return "ToLocalBackward"; }
-  static Tensor forward(AutogradContext* ctx, const Tensor& local, SpecPtr spec,
-                        std::optional<Placements> grad_placements) {
-    ctx->saved_data["spec"] = spec;
-    ctx->saved_data["grad_placements"] = grad_placements;
-    return local.view(local.sizes());
-  }
-  static std::vector<Tensor> backward(AutogradContext* ctx, std::vector<Tensor> grads) {
-    const auto spec = std::any_cast<SpecPtr>(ctx->saved_data["spec"]);
-    const auto hint = std::any_cast<std::optional<Placements>>(ctx->saved_data["grad_placements"]);
-    const Placements want = normalize_for_grad(spec->placements);
-    if (!hint.has_value() || *hint == want) return {grads[0]};
-    return {RedistributeFn::apply(grads[0], with(*spec, *hint, grads[0].dtype()), want,
-                                  RedistributeOptions{}, static_cast<ExecuteResult*>(nullptr))};
-  }
-};
+using FromLocalFn = LocalIdentityFn<true>;
+using ToLocalFn = LocalIdentityFn<false>;
 
 }  // namespace
 
