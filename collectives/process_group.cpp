@@ -25,15 +25,40 @@ Call make_call(CollectiveKind kind, const Tensor& in, const Tensor& out, int pee
   return call;
 }
 
+enum class Layout { kContiguous, kAnyStrides };
+
 void check_tensor(const ProcessGroup& g, DeviceType device, const char* op, const Tensor& t,
-                  const char* what) {
+                  const char* what, Layout layout = Layout::kContiguous) {
   TS_CHECK(t.defined(), "[", op, "] ", what, " is an undefined tensor");
   TS_CHECK_T(DeviceError, t.device().type() == device, "[", op, "] the ", g.backend_name(),
              " backend works on ", device == DeviceType::CPU ? "CPU" : "CUDA", " tensors, but ",
              what, " is on ", t.device());
-  TS_CHECK(t.is_contiguous(), "[", op, "] ", what, " must be contiguous, got shape ", t.sizes(),
-           " with strides ", t.strides(), "; pass t.contiguous()");
+  TS_CHECK(layout == Layout::kAnyStrides || t.is_contiguous(), "[", op, "] ", what,
+           " must be contiguous, got shape ", t.sizes(), " with strides ", t.strides(),
+           "; pass t.contiguous()");
 }
+
+// Contiguous stand-ins for the strided tensors of a call, for backends that move only contiguous
+// memory: inputs are copied before the call, outputs copied back when it completes.
+class Staging {
+ public:
+  explicit Staging(bool needed) : needed_(needed) {}
+  Tensor input(const Tensor& t) const { return needed_ ? t.contiguous() : t; }
+  Tensor output(const Tensor& t) {
+    if (!needed_ || t.is_contiguous()) return t;
+    Tensor stand_in = Tensor::make_empty(t.sizes(), t.dtype(), t.device());
+    outputs_.emplace_back(stand_in, t);
+    return stand_in;
+  }
+  WorkPtr finish(WorkPtr work) {
+    if (outputs_.empty()) return work;
+    return std::make_shared<detail::StagedWork>(std::move(work), std::move(outputs_));
+  }
+
+ private:
+  bool needed_;
+  std::vector<std::pair<Tensor, Tensor>> outputs_;
+};
 
 void check_same_dtype(const char* op, const Tensor& a, const char* what_a, const Tensor& b,
                       const char* what_b) {
@@ -174,58 +199,49 @@ WorkPtr ProcessGroup::all_reduce_into(const Tensor& out, const Tensor& in, Reduc
 WorkPtr ProcessGroup::all_gather_into_tensor(const Tensor& out, const Tensor& in,
                                              const CollectiveOptions& options) {
   const char* name = "all_gather_into_tensor";
-  check_tensor(*this, device_type(), name, out, "out");
-  check_tensor(*this, device_type(), name, in, "in");
+  check_tensor(*this, device_type(), name, out, "out", Layout::kAnyStrides);
+  check_tensor(*this, device_type(), name, in, "in", Layout::kAnyStrides);
   check_same_dtype(name, out, "out", in, "in");
   TS_CHECK_SHAPE(out.numel() == in.numel() * size(), "[", name, "] out must hold size() * ",
                  "in.numel() = ", size(), " * ", in.numel(), " elements, got shape ", out.sizes());
-  return issue(make_call(CollectiveKind::AllGatherIntoTensor, in, out), options);
+  Staging staging(!moves_strided_tensors());
+  return staging.finish(
+      issue(make_call(CollectiveKind::AllGatherIntoTensor, staging.input(in), staging.output(out)),
+            options));
 }
 
 WorkPtr ProcessGroup::all_gather(const std::vector<Tensor>& outs, const Tensor& in,
                                  const CollectiveOptions& options) {
   const char* name = "all_gather";
-  check_tensor(*this, device_type(), name, in, "in");
+  check_tensor(*this, device_type(), name, in, "in", Layout::kAnyStrides);
   TS_CHECK_SHAPE(static_cast<int>(outs.size()) == size(), "[", name, "] needs one output per rank",
                  " (", size(), "), got ", outs.size());
-  bool strided = false;
   for (const Tensor& o : outs) {
-    TS_CHECK(o.defined(), "[", name, "] each output must be defined");
-    check_tensor(*this, device_type(), name, o.is_contiguous() ? o : o.contiguous(), "each output");
+    check_tensor(*this, device_type(), name, o, "each output", Layout::kAnyStrides);
     check_same_dtype(name, o, "each output", in, "in");
-    strided = strided || !o.is_contiguous();
   }
   TS_CHECK_SHAPE(outs[static_cast<size_t>(rank())].numel() == in.numel(), "[", name, "] outs[",
                  rank(), "] receives this rank's input and needs its ", in.numel(),
                  " elements, got shape ", outs[static_cast<size_t>(rank())].sizes());
-  Call call = make_call(CollectiveKind::AllGather, in, {});
-  if (!strided || writes_strided_outputs()) {
-    call.list = outs;
-    return issue(std::move(call), options);
-  }
-  // Stage the strided outputs through contiguous buffers, copied out on completion.
-  std::vector<std::pair<Tensor, Tensor>> staged;
-  for (const Tensor& o : outs) {
-    if (o.is_contiguous()) {
-      call.list.push_back(o);
-    } else {
-      call.list.push_back(Tensor::make_empty(o.sizes(), o.dtype(), o.device()));
-      staged.emplace_back(call.list.back(), o);
-    }
-  }
-  return std::make_shared<detail::StagedWork>(issue(std::move(call), options), std::move(staged));
+  Staging staging(!moves_strided_tensors());
+  Call call = make_call(CollectiveKind::AllGather, staging.input(in), {});
+  for (const Tensor& o : outs) call.list.push_back(staging.output(o));
+  return staging.finish(issue(std::move(call), options));
 }
 
 WorkPtr ProcessGroup::reduce_scatter_tensor(const Tensor& out, const Tensor& in, ReduceOp op,
                                             const CollectiveOptions& options) {
   const char* name = "reduce_scatter_tensor";
-  check_tensor(*this, device_type(), name, out, "out");
-  check_tensor(*this, device_type(), name, in, "in");
+  check_tensor(*this, device_type(), name, out, "out", Layout::kAnyStrides);
+  check_tensor(*this, device_type(), name, in, "in", Layout::kAnyStrides);
   check_same_dtype(name, out, "out", in, "in");
   check_reduce_op(name, op, in.dtype());
   TS_CHECK_SHAPE(in.numel() == out.numel() * size(), "[", name, "] in must hold size() * ",
                  "out.numel() = ", size(), " * ", out.numel(), " elements, got shape ", in.sizes());
-  return issue(make_call(CollectiveKind::ReduceScatterTensor, in, out, 0, op), options);
+  Staging staging(!moves_strided_tensors());
+  return staging.finish(issue(
+      make_call(CollectiveKind::ReduceScatterTensor, staging.input(in), staging.output(out), 0, op),
+      options));
 }
 
 WorkPtr ProcessGroup::reduce_scatter_tensor(const Tensor& out, const Tensor& in,
@@ -238,8 +254,8 @@ WorkPtr ProcessGroup::all_to_all_single(const Tensor& out, const Tensor& in,
                                         const std::vector<int64_t>& in_splits,
                                         const CollectiveOptions& options) {
   const char* name = "all_to_all_single";
-  check_tensor(*this, device_type(), name, out, "out");
-  check_tensor(*this, device_type(), name, in, "in");
+  check_tensor(*this, device_type(), name, out, "out", Layout::kAnyStrides);
+  check_tensor(*this, device_type(), name, in, "in", Layout::kAnyStrides);
   check_same_dtype(name, out, "out", in, "in");
   if (!in_splits.empty() || !out_splits.empty()) {
     const bool rows_match = in.dim() >= 1 && out.dim() >= 1 &&
@@ -248,11 +264,12 @@ WorkPtr ProcessGroup::all_to_all_single(const Tensor& out, const Tensor& in,
     TS_CHECK_SHAPE(rows_match, "[", name, "] in and out must agree on all dims but the first, got ",
                    in.sizes(), " and ", out.sizes());
   }
-  Call call = make_call(CollectiveKind::AllToAllSingle, in, out);
+  Staging staging(!moves_strided_tensors());
+  Call call = make_call(CollectiveKind::AllToAllSingle, staging.input(in), staging.output(out));
   call.in_counts = all_to_all_counts(*this, in, in_splits, "in");
   call.out_counts = all_to_all_counts(*this, out, out_splits, "out");
   call.equal_splits = in_splits.empty() && out_splits.empty();
-  return issue(std::move(call), options);
+  return staging.finish(issue(std::move(call), options));
 }
 
 WorkPtr ProcessGroup::broadcast(const Tensor& t, int root, const CollectiveOptions& options) {

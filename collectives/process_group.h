@@ -39,8 +39,15 @@ struct CollectiveOptions {
 // Default timeout of a group's collectives (as torch.distributed's default_pg_timeout).
 inline constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(10);
 
-// Tensors must be contiguous, on the backend's device (CPU for threads and mpi), and all tensors
-// of one call must share a dtype; otherwise Error naming the op. Outputs are written in place.
+// Tensors must be on the backend's device (CPU for threads and mpi), and all tensors of one call
+// must share a dtype; otherwise Error naming the op. Outputs are written in place.
+//
+// Note [Strided tensors in collectives]
+// all_gather_into_tensor, all_gather, reduce_scatter_tensor and all_to_all_single take tensors of
+// any strides and read or write them in logical (row-major) element order: a view such as
+// `t.view({m, n, k}).permute({1, 0, 2})` names the blocks of t along an inner dim, so DTensor
+// reshards along inner dims without packing. The threads backend moves such views where they lie;
+// the others stage them through contiguous buffers. The other collectives need contiguous tensors.
 class ProcessGroup {
  public:
   virtual ~ProcessGroup();
@@ -115,8 +122,9 @@ class ProcessGroup {
 
   // The device type of the tensors this backend moves.
   virtual DeviceType device_type() const { return DeviceType::CPU; }
-  // Whether run() writes all_gather's non-contiguous outputs itself.
-  virtual bool writes_strided_outputs() const { return false; }
+  // Whether run() reads and writes non-contiguous tensors itself (see Note [Strided tensors in
+  // collectives]); otherwise they reach it as contiguous stand-ins.
+  virtual bool moves_strided_tensors() const { return false; }
   // Runs a call whose local arguments are valid (see collectives/call.h), honouring
   // call.async_op and call.timeout. Cross-rank agreement is the backend's to check.
   virtual WorkPtr run(detail::Call&& call) = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "collectives/local_kernels.h"
+#include "collectives/threads/strided_runs.h"
 
 namespace tessera::dist::detail {
 
@@ -85,32 +86,23 @@ void ProcessGroupThreads::move_data(const Call& call, uint64_t seq, Clock::time_
     case CollectiveKind::AllReduce:
       return all_reduce(call, seq, deadline);
     case CollectiveKind::AllGatherIntoTensor: {
-      const size_t bytes = call.in.nbytes();
-      for (int q = 0; q < size(); ++q) {
-        copy_bytes(bytes_of(call.out) + q * bytes, bytes_of(peer_call(seq, q).in), bytes);
-      }
+      const int64_t count = call.in.numel();
+      for (int q = 0; q < size(); ++q)
+        copy_logical(call.out, q * count, peer_call(seq, q).in, 0, count);
       break;
     }
     case CollectiveKind::AllGather:
       for (int q = 0; q < size(); ++q) {
         const Tensor& out = call.list[static_cast<size_t>(q)];
-        const Tensor& in = peer_call(seq, q).in;
-        if (out.is_contiguous()) {
-          copy_bytes(bytes_of(out), bytes_of(in), out.nbytes());
-        } else {
-          // A strided output (a block of a larger tensor): the peer's data laid out as it.
-          Tensor dst = out;
-          dst.copy_(Tensor::make_view(in.storage(), out.sizes(), contiguous_strides(out.sizes()),
-                                      in.storage_offset(), in.dtype()));
-        }
+        copy_logical(out, 0, peer_call(seq, q).in, 0, out.numel());
       }
       break;
     case CollectiveKind::ReduceScatterTensor: {
-      const size_t bytes = call.out.nbytes();
-      std::vector<const void*> ins(static_cast<size_t>(size()));
-      for (int q = 0; q < size(); ++q)
-        ins[static_cast<size_t>(q)] = bytes_of(peer_call(seq, q).in) + r * bytes;
-      reduce_n(call.dtype(), call.op, bytes_of(call.out), ins.data(), size(), call.out.numel());
+      const int64_t count = call.out.numel();
+      std::vector<const Tensor*> ins(static_cast<size_t>(size()));
+      for (int q = 0; q < size(); ++q) ins[static_cast<size_t>(q)] = &peer_call(seq, q).in;
+      reduce_logical(call.op, call.out, 0, ins,
+                     std::vector<int64_t>(static_cast<size_t>(size()), r * count), count);
       break;
     }
     case CollectiveKind::AllToAllSingle:
@@ -174,7 +166,6 @@ void ProcessGroupThreads::all_reduce(const Call& call, uint64_t seq, Clock::time
 }
 
 void ProcessGroupThreads::all_to_all(const Call& call, uint64_t seq) {
-  const auto es = static_cast<int64_t>(element_size(call.dtype()));
   const auto r = static_cast<size_t>(rank());
   int64_t out_offset = 0;
   for (int q = 0; q < size(); ++q) {
@@ -182,8 +173,7 @@ void ProcessGroupThreads::all_to_all(const Call& call, uint64_t seq) {
     int64_t in_offset = 0;
     for (size_t j = 0; j < r; ++j) in_offset += peer.in_counts[j];
     const int64_t count = call.out_counts[static_cast<size_t>(q)];
-    copy_bytes(bytes_of(call.out) + out_offset * es, bytes_of(peer.in) + in_offset * es,
-               static_cast<size_t>(count * es));
+    copy_logical(call.out, out_offset, peer.in, in_offset, count);
     out_offset += count;
   }
 }

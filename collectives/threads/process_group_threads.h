@@ -16,7 +16,7 @@ class ProcessGroupThreads final : public ProcessGroup {
   ~ProcessGroupThreads() override;
 
   std::string_view backend_name() const override { return "threads"; }
-  bool writes_strided_outputs() const override { return true; }
+  bool moves_strided_tensors() const override { return true; }
 
  protected:
   WorkPtr run(Call&& call) override;

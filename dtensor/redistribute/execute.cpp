@@ -81,6 +81,27 @@ bool leading_dims_are_one(const Shape& shape, int64_t dim) {
   return true;
 }
 
+// The n equal blocks of t along dim d as one view [n, ...] whose block k is t.narrow(d, k * w, w):
+// collectives read and write such views in place (Note [Strided tensors in collectives]).
+Tensor blocks_along(const Tensor& t, int64_t d, int64_t n) {
+  Shape split = t.sizes();
+  split[static_cast<size_t>(d)] /= n;
+  split.insert(split.begin() + d, n);
+  Shape order{d};
+  for (int64_t i = 0; i < static_cast<int64_t>(split.size()); ++i) {
+    if (i != d) order.push_back(i);
+  }
+  return t.view(split).permute(order);
+}
+
+// Whether every member's part has the same size (so the parts are equal blocks).
+bool equal_sizes(const std::vector<std::vector<Run>>& parts) {
+  for (const auto& runs : parts) {
+    if (total_size(runs) != total_size(parts.front())) return false;
+  }
+  return true;
+}
+
 // A result that owns its storage (never a view of the step's input).
 Tensor owned(const Tensor& result, const Tensor& input) {
   return result.is_alias_of(input) ? result.clone() : result.contiguous();
@@ -96,7 +117,7 @@ Tensor gather(const Tensor& local, const StepContext& c, dist::WorkPtr& pending,
     member_runs.push_back(c.from.global_runs(m)[static_cast<size_t>(d)]);
     member_shapes.push_back(c.from.local_shape(m));
   }
-  const Tensor in = local.contiguous();
+  const Tensor& in = local;
   keep_alive.push_back(in);
   const Shape out_shape = c.to.local_shape(c.me);
   if (concatenate_to(member_runs, want)) {
@@ -105,8 +126,9 @@ Tensor gather(const Tensor& local, const StepContext& c, dist::WorkPtr& pending,
     Tensor out = Tensor::make_empty(out_shape, local.dtype(), local.device());
     bool equal = true;
     for (const Shape& s : member_shapes) equal = equal && s == member_shapes[0];
-    if (equal && leading_dims_are_one(out_shape, d)) {
-      pending = c.group->all_gather_into_tensor(out, in, c.options);
+    if (equal) {
+      const auto n = static_cast<int64_t>(c.members.size());
+      pending = c.group->all_gather_into_tensor(blocks_along(out, d, n), in, c.options);
       return out;
     }
     std::vector<Tensor> outs;
@@ -133,25 +155,38 @@ Tensor all_to_all(const Tensor& local, const StepContext& c) {
   const int64_t e = to_placement(c).dim();
   const auto my_from = c.from.global_runs(c.me);
   const auto my_to = c.to.global_runs(c.me);
+  std::vector<std::vector<Run>> parts_sent;      // along e: what each member gets of my shard
+  std::vector<std::vector<Run>> parts_received;  // along d: what each member held
+  for (const auto& m : c.members) {
+    parts_sent.push_back(c.to.global_runs(m)[static_cast<size_t>(e)]);
+    parts_received.push_back(c.from.global_runs(m)[static_cast<size_t>(d)]);
+  }
+  const auto n = static_cast<int64_t>(c.members.size());
+  if (equal_sizes(parts_sent) && concatenate_to(parts_sent, my_from[static_cast<size_t>(e)]) &&
+      equal_sizes(parts_received) &&
+      concatenate_to(parts_received, my_to[static_cast<size_t>(d)])) {
+    // Equal blocks on both sides: the collective reads each block along e of the shard and writes
+    // each block along d of the result where they lie.
+    Tensor out = Tensor::make_empty(c.to.local_shape(c.me), local.dtype(), local.device());
+    c.group->all_to_all_single(blocks_along(out, d, n), blocks_along(local, e, n))->wait();
+    return out;
+  }
   // Pack: the part of this rank's shard that member j holds afterwards, straight into block j of
   // one send buffer.
   std::vector<Tensor> send_pieces;
   std::vector<int64_t> in_splits;
   std::vector<int64_t> out_splits;
   std::vector<Shape> recv_shapes;
-  std::vector<std::vector<Run>> member_from;
   int64_t send_total = 0;
-  for (const auto& m : c.members) {
-    const std::vector<Run> their_e = c.to.global_runs(m)[static_cast<size_t>(e)];
+  for (size_t j = 0; j < c.members.size(); ++j) {
     send_pieces.push_back(
-        assemble_runs(e, their_e, {RunSource{local, my_from[static_cast<size_t>(e)]}}));
+        assemble_runs(e, parts_sent[j], {RunSource{local, my_from[static_cast<size_t>(e)]}}));
     in_splits.push_back(send_pieces.back().numel());
     send_total += in_splits.back();
-    Shape shape = c.from.local_shape(m);
+    Shape shape = c.from.local_shape(c.members[j]);
     shape[static_cast<size_t>(e)] = total_size(my_to[static_cast<size_t>(e)]);
     out_splits.push_back(shape.numel());
     recv_shapes.push_back(std::move(shape));
-    member_from.push_back(c.from.global_runs(m)[static_cast<size_t>(d)]);
   }
   const Tensor send = Tensor::make_empty({send_total}, local.dtype(), local.device());
   int64_t offset = 0;
@@ -160,12 +195,12 @@ Tensor all_to_all(const Tensor& local, const StepContext& c) {
     offset += in_splits[j];
   }
   int64_t total = 0;
-  for (int64_t n : out_splits) total += n;
+  for (int64_t count : out_splits) total += count;
   const Tensor recv = Tensor::make_empty({total}, local.dtype(), local.device());
   c.group->all_to_all_single(recv, send, out_splits, in_splits)->wait();
   const Shape out_shape = c.to.local_shape(c.me);
   // Blocks that follow each other along an outermost dim d already are the result.
-  if (concatenate_to(member_from, my_to[static_cast<size_t>(d)]) &&
+  if (concatenate_to(parts_received, my_to[static_cast<size_t>(d)]) &&
       leading_dims_are_one(out_shape, d)) {
     return recv.view(out_shape);
   }
@@ -173,7 +208,7 @@ Tensor all_to_all(const Tensor& local, const StepContext& c) {
   offset = 0;
   for (size_t k = 0; k < c.members.size(); ++k) {
     sources.push_back(
-        RunSource{recv.narrow(0, offset, out_splits[k]).view(recv_shapes[k]), member_from[k]});
+        RunSource{recv.narrow(0, offset, out_splits[k]).view(recv_shapes[k]), parts_received[k]});
     offset += out_splits[k];
   }
   return owned(assemble_runs(d, my_to[static_cast<size_t>(d)], sources), recv);
@@ -210,10 +245,11 @@ Tensor reduce_scatter(const Tensor& local, const StepContext& c, dist::WorkPtr& 
     widest = std::max(widest, s);
   }
   const Shape out_shape = c.to.local_shape(c.me);
-  if (equal && concatenate_to(member_want, have) && leading_dims_are_one(local.sizes(), d)) {
+  if (equal && concatenate_to(member_want, have)) {
     Tensor out = Tensor::make_empty(out_shape, local.dtype(), local.device());
-    keep_alive.push_back(local.contiguous());
-    pending = c.group->reduce_scatter_tensor(out, keep_alive.back(), op, c.options);
+    keep_alive.push_back(local);
+    pending = c.group->reduce_scatter_tensor(
+        out, blocks_along(local, d, static_cast<int64_t>(c.members.size())), op, c.options);
     return out;
   }
   // Block k of the input: member k's part, padded along d to the widest part (the padding only

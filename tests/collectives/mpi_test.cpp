@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "tests/collectives/collective_cases.h"
+#include "tests/collectives/strided_cases.h"
 
 namespace dist = tessera::dist;
 using namespace std::chrono_literals;
@@ -30,6 +31,12 @@ TEST_CASE("mpi: every collective x op x dtype matches the reference", "[.mpi]") 
   REQUIRE(dist::world() == pg);
   INFO("rank " << pg->rank() << " of " << pg->size());
   for (const auto& f : coll_test::check_everything(pg, checked())) FAIL_CHECK(f);
+}
+
+TEST_CASE("mpi: strided views are staged through contiguous buffers", "[.mpi]") {
+  const dist::ProcessGroupPtr pg = mpi_world();
+  INFO("rank " << pg->rank() << " of " << pg->size());
+  for (const auto& f : coll_test::check_strided_collectives(pg)) FAIL_CHECK(f);
 }
 
 TEST_CASE("mpi: auto picks mpi under mpirun and nccl is refused", "[.mpi]") {

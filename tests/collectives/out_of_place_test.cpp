@@ -1,9 +1,10 @@
-// all_reduce_into (out of place) and all_gather into strided outputs, on the threads backend.
+// all_reduce_into (out of place) and collectives on strided views, on the threads backend.
 
 #include <catch2/catch.hpp>
 #include <mutex>
 
 #include "tessera/tessera.h"
+#include "tests/collectives/strided_cases.h"
 
 namespace dist = tessera::dist;
 namespace ts = tessera;
@@ -52,6 +53,24 @@ TEST_CASE("threads: all_gather writes strided blocks of one tensor", "[collectiv
       pg->all_gather(outs, in)->wait();
       std::lock_guard<std::mutex> lock(mutex);
       if (!ts::equal(out, full)) failures.push_back("rank " + std::to_string(pg->rank()));
+    });
+    INFO("world " << n);
+    for (const auto& f : failures) FAIL_CHECK(f);
+  }
+}
+
+TEST_CASE(
+    "threads: all_gather_into_tensor, reduce_scatter_tensor and all_to_all_single move "
+    "strided views in place",
+    "[collectives][threads]") {
+  for (int n : {1, 2, 3, 4}) {
+    std::mutex mutex;
+    std::vector<std::string> failures;
+    dist::run_threads(n, [&](dist::ProcessGroupPtr pg) {
+      const auto found = coll_test::check_strided_collectives(pg);
+      std::lock_guard<std::mutex> lock(mutex);
+      for (const auto& f : found)
+        failures.push_back("rank " + std::to_string(pg->rank()) + ": " + f);
     });
     INFO("world " << n);
     for (const auto& f : failures) FAIL_CHECK(f);
