@@ -30,6 +30,9 @@ void from_accumulator(DType dtype, void* dst, const void* src, int64_t count, in
 int64_t chunk_begin(int64_t count, int n, int i, size_t element_size);
 
 // memcpy split over the calling rank's intra-op threads; nothing to do when dst == src.
-void copy_bytes(void* dst, const void* src, size_t nbytes);
+// `transfer_bytes`: the size of the whole transfer this copy is part of (a block of a collective,
+// a row of a strided view), which decides whether it streams past the cache (Note [Streaming
+// copies] in local_kernels.cpp); 0 means this copy alone.
+void copy_bytes(void* dst, const void* src, size_t nbytes, size_t transfer_bytes = 0);
 
 }  // namespace tessera::dist::detail

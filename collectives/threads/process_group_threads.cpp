@@ -87,16 +87,20 @@ void ProcessGroupThreads::move_data(const Call& call, uint64_t seq, Clock::time_
       return all_reduce(call, seq, deadline);
     case CollectiveKind::AllGatherIntoTensor: {
       const int64_t count = call.in.numel();
-      for (int q = 0; q < size(); ++q)
-        copy_logical(call.out, q * count, peer_call(seq, q).in, 0, count);
-      break;
-    }
-    case CollectiveKind::AllGather:
       for (int q = 0; q < size(); ++q) {
-        const Tensor& out = call.list[static_cast<size_t>(q)];
-        copy_logical(out, 0, peer_call(seq, q).in, 0, out.numel());
+        copy_logical(call.out, q * count, peer_call(seq, q).in, 0, count, call.out.nbytes());
       }
       break;
+    }
+    case CollectiveKind::AllGather: {
+      size_t transfer = 0;
+      for (const Tensor& out : call.list) transfer += out.nbytes();
+      for (int q = 0; q < size(); ++q) {
+        const Tensor& out = call.list[static_cast<size_t>(q)];
+        copy_logical(out, 0, peer_call(seq, q).in, 0, out.numel(), transfer);
+      }
+      break;
+    }
     case CollectiveKind::ReduceScatterTensor: {
       const int64_t count = call.out.numel();
       std::vector<const Tensor*> ins(static_cast<size_t>(size()));
@@ -160,7 +164,7 @@ void ProcessGroupThreads::all_reduce(const Call& call, uint64_t seq, Clock::time
     const int64_t e = chunk_begin(count, n, q + 1, es);
     const int64_t offset = b * static_cast<int64_t>(es);
     copy_bytes(bytes_of(call.out) + offset, bytes_of(peer_call(seq, q).out) + offset,
-               static_cast<size_t>((e - b) * static_cast<int64_t>(es)));
+               static_cast<size_t>((e - b) * static_cast<int64_t>(es)), call.out.nbytes());
   }
   phase(call.name(), deadline, call.timeout);
 }
@@ -173,7 +177,7 @@ void ProcessGroupThreads::all_to_all(const Call& call, uint64_t seq) {
     int64_t in_offset = 0;
     for (size_t j = 0; j < r; ++j) in_offset += peer.in_counts[j];
     const int64_t count = call.out_counts[static_cast<size_t>(q)];
-    copy_logical(call.out, out_offset, peer.in, in_offset, count);
+    copy_logical(call.out, out_offset, peer.in, in_offset, count, call.out.nbytes());
     out_offset += count;
   }
 }

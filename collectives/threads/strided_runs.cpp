@@ -55,20 +55,21 @@ void RunCursor::advance(int64_t k) {
 }
 
 void copy_logical(const Tensor& dst, int64_t dst_begin, const Tensor& src, int64_t src_begin,
-                  int64_t count) {
+                  int64_t count, size_t transfer_bytes) {
   const auto es = static_cast<int64_t>(dst.element_size());
   if (dst.is_contiguous() && src.is_contiguous()) {
     copy_bytes(
         static_cast<char*>(dst.storage()->data()) + (dst.storage_offset() + dst_begin) * es,
         static_cast<const char*>(src.storage()->data()) + (src.storage_offset() + src_begin) * es,
-        static_cast<size_t>(count * es));
+        static_cast<size_t>(count * es), transfer_bytes);
     return;
   }
   RunCursor to(dst, dst_begin);
   RunCursor from(src, src_begin);
+  const size_t transfer = std::max(transfer_bytes, static_cast<size_t>(count * es));
   while (count > 0) {
     const int64_t k = std::min({count, to.run_left(), from.run_left()});
-    copy_bytes(to.data(), from.data(), static_cast<size_t>(k * es));
+    copy_bytes(to.data(), from.data(), static_cast<size_t>(k * es), transfer);
     to.advance(k);
     from.advance(k);
     count -= k;

@@ -41,8 +41,9 @@ class RunCursor {
 };
 
 // Logical elements [dst_begin, dst_begin + count) of dst = [src_begin, ...) of src (same dtype).
+// transfer_bytes: the size of the collective this copy belongs to (see copy_bytes).
 void copy_logical(const Tensor& dst, int64_t dst_begin, const Tensor& src, int64_t src_begin,
-                  int64_t count);
+                  int64_t count, size_t transfer_bytes = 0);
 
 // out[out_begin + i] = op over k of ins[k][in_begins[k] + i], for i in [0, count) (see reduce_n).
 void reduce_logical(ReduceOp op, const Tensor& out, int64_t out_begin,
