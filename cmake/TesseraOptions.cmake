@@ -11,9 +11,11 @@ if(TESSERA_CCACHE)
 endif()
 
 add_library(tessera_warnings INTERFACE)
-target_compile_options(tessera_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor)
+# C++ sources only: nvcc has its own warning flags (kernels/CMakeLists.txt passes these through).
+target_compile_options(tessera_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor>)
 if(TESSERA_WERROR)
-  target_compile_options(tessera_warnings INTERFACE -Werror)
+  target_compile_options(tessera_warnings INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
 endif()
 
 if(TESSERA_SANITIZE)

@@ -1,19 +1,19 @@
 #include "runtime/storage.h"
 
-#include "runtime/error.h"
-
 namespace tessera {
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
-  if (!device.is_cpu()) {
-    throw DeviceError(detail::concat_message("[empty] cannot allocate on ", device,
-                                             ": this build of Tessera has no CUDA support"));
-  }
-  return std::make_shared<Storage>(cpu_alloc(nbytes), nbytes, device);
+  if (device.is_cpu()) return std::make_shared<Storage>(cpu_alloc(nbytes), nbytes);
+  // cuda_alloc checks the device index (and, in a build without CUDA, raises DeviceError).
+  return std::make_shared<Storage>(cuda::cuda_alloc(nbytes, device.index()), nbytes);
 }
 
 Storage::~Storage() {
-  if (device_.is_cpu()) cpu_free(block_);
+  if (device_.is_cpu()) {
+    cpu_free(cpu_block_);
+  } else {
+    cuda::cuda_free(cuda_block_);
+  }
 }
 
 }  // namespace tessera

@@ -1,25 +1,29 @@
 #pragma once
 // Storage: a reference-counted block of memory on one device, shared by a tensor and its views.
+// CPU memory comes from the CPU caching allocator (allocator.h), CUDA memory from the CUDA one
+// (See Note [CUDA caching allocator] in runtime/cuda/cuda_allocator.h).
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
 
 #include "runtime/allocator.h"
+#include "runtime/cuda/cuda_allocator.h"
 #include "runtime/device.h"
 
 namespace tessera {
 
 class Storage {
  public:
-  // Allocates nbytes on device (contents uninitialized).
+  // Allocates nbytes on device (contents uninitialized). A CUDA device must exist on this machine
+  // (DeviceError otherwise); CUDA memory is allocated on the thread's current stream.
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device device);
 
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  void* data() const { return block_.ptr; }
+  void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
@@ -28,13 +32,24 @@ class Storage {
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
-  explicit Storage(CpuBlock block, size_t nbytes, Device device)
-      : block_(block), nbytes_(nbytes), device_(device) {}
+  explicit Storage(CpuBlock block, size_t nbytes)
+      : data_(block.ptr), nbytes_(nbytes), device_(Device::cpu()), cpu_block_(block) {}
+  explicit Storage(cuda::CudaBlock block, size_t nbytes)
+      : data_(block.ptr),
+        nbytes_(nbytes),
+        device_(Device::cuda(block.device)),
+        cuda_block_(block) {}
 
  private:
-  CpuBlock block_;
+  void* data_;
   size_t nbytes_;
   Device device_;
+  // The block to give back, tagged by device_.type(): the CPU path stays one branch, with no
+  // extra allocation or virtual call.
+  union {
+    CpuBlock cpu_block_;
+    cuda::CudaBlock cuda_block_;
+  };
   std::atomic<uint64_t> version_{0};
 };
 
