@@ -1,11 +1,12 @@
 // The one place that installs kernels into the runtime's tables (see runtime/dispatch.h).
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cuda_seam.h"
 
 namespace tessera::detail {
 
 bool install_kernels(DeviceType device, KernelTable& table) {
-  if (device != DeviceType::CPU) return false;
+  if (device == DeviceType::CUDA) return cuda::install_cuda_kernels(table);
   cpu::register_copy_kernels(table);
   cpu::register_linalg_kernels(table);
   cpu::register_elementwise_kernels(table);

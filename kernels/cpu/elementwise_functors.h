@@ -145,7 +145,11 @@ struct UnaryFn<UnaryOp::kRelu> {
   // NaN fails the comparison and passes through, as torch.relu.
   template <typename C>
   TS_HOST_DEVICE C operator()(C x) const {
-    return x < C(0) ? C(0) : x;
+    if constexpr (std::is_unsigned_v<C>) {
+      return x;  // nothing is below zero (and nvcc warns on the comparison)
+    } else {
+      return x < C(0) ? C(0) : x;
+    }
   }
 };
 

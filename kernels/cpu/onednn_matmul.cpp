@@ -1,4 +1,5 @@
-// oneDNN matmul: per-thread engine, stream and cache of primitives keyed by geometry.
+// oneDNN matmul: per-thread engine, stream and cache of primitives keyed by geometry. Also the
+// one seam where oneDNN's errors become tessera::Error (TS_DNNL_CALL).
 
 #include "kernels/cpu/onednn_matmul.h"
 
@@ -9,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <list>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
@@ -18,7 +20,8 @@ namespace tessera::cpu {
 
 namespace detail {
 
-void throw_dnnl_error(const char* op, const char* expr, const dnnl::error& e) {
+// Throws OutOfMemoryError for dnnl_out_of_memory, Error otherwise; both start with "[op]".
+[[noreturn]] void throw_dnnl_error(const char* op, const char* expr, const dnnl::error& e) {
   std::string msg =
       tessera::detail::concat_message("[", op, "] oneDNN call `", expr, "` failed: ", e.what(),
                                       " (status ", dnnl_status2str(e.status), ")");
@@ -26,7 +29,20 @@ void throw_dnnl_error(const char* op, const char* expr, const dnnl::error& e) {
   throw Error(msg);
 }
 
+template <typename F>
+auto dnnl_call(const char* op, const char* expr, F&& f) {
+  try {
+    return f();
+  } catch (const dnnl::error& e) {
+    throw_dnnl_error(op, expr, e);
+  }
+}
+
 }  // namespace detail
+
+// Evaluates `expr` (a oneDNN call) and returns its value; a dnnl::error it throws becomes a
+// tessera::Error naming `op`, the failing expression and oneDNN's status.
+#define TS_DNNL_CALL(op, expr) ::tessera::cpu::detail::dnnl_call(op, #expr, [&]() { return expr; })
 
 namespace {
 
@@ -41,16 +57,6 @@ memory::data_type dnnl_dtype(DType t) {
   if (t == kBFloat16) return memory::data_type::bf16;
   TS_INTERNAL_ASSERT(t == kFloat16, "[matmul] oneDNN path called with dtype ", t);
   return memory::data_type::f16;
-}
-
-// Normalizes the strides of a rows x cols matrix whose size-1 dims have arbitrary strides (they
-// never move a pointer) to the layout oneDNN and BLAS expect: row-major (cs == 1, rs >= cols) or
-// column-major (rs == 1, cs >= rows).
-std::array<int64_t, 2> normalized_strides(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-  if (rows == 1 && cols == 1) return {1, 1};
-  if (rows == 1) return {cs == 1 ? cols : 1, cs};
-  if (cols == 1) return {rs, rs == 1 ? rows : 1};
-  return {rs, cs};
 }
 
 // Note [oneDNN matmul geometry]
@@ -188,14 +194,6 @@ DnnlContext& context() {
 }
 
 }  // namespace
-
-std::optional<MatrixLayout> blas_layout(const Tensor& t) {
-  const int64_t rows = t.size(-2), cols = t.size(-1);
-  const auto [rs, cs] = normalized_strides(rows, cols, t.stride(-2), t.stride(-1));
-  if (cs == 1 && rs >= cols) return MatrixLayout{true, rs};
-  if (rs == 1 && cs >= rows) return MatrixLayout{false, cs};
-  return std::nullopt;
-}
 
 bool onednn_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   const std::optional<Geometry> g = describe(out, a, b);

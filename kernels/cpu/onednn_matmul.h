@@ -1,34 +1,16 @@
 #pragma once
-// oneDNN's matmul primitive for the CPU matmul kernel (kernels/cpu/linalg.cpp), and the one seam
-// where oneDNN's errors become tessera::Error (TS_DNNL_CALL).
+// The CPU matmul's seam to oneDNN (kernels/cpu/linalg.cpp): onednn_matmul.cpp runs oneDNN's
+// matmul primitive; a build without oneDNN (TESSERA_ONEDNN=OFF, or AUTO without the package)
+// compiles no_onednn_matmul.cpp instead, whose onednn_matmul declines every problem so that
+// linalg.cpp takes its Eigen path. This header needs no oneDNN headers.
 
+#include <array>
 #include <cstdint>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 
 #include "runtime/tensor.h"
 
 namespace tessera::cpu {
-
-namespace detail {
-
-// Throws OutOfMemoryError for dnnl_out_of_memory, Error otherwise; both start with "[op]".
-[[noreturn]] void throw_dnnl_error(const char* op, const char* expr, const dnnl::error& e);
-
-template <typename F>
-auto dnnl_call(const char* op, const char* expr, F&& f) {
-  try {
-    return f();
-  } catch (const dnnl::error& e) {
-    throw_dnnl_error(op, expr, e);
-  }
-}
-
-}  // namespace detail
-
-// Evaluates `expr` (a oneDNN call) and returns its value; a dnnl::error it throws becomes a
-// tessera::Error naming `op`, the failing expression and oneDNN's status.
-#define TS_DNNL_CALL(op, expr) ::tessera::cpu::detail::dnnl_call(op, #expr, [&]() { return expr; })
 
 // How the last two dims of t lie in memory, when oneDNN and BLAS-style kernels can read them in
 // place: one unit stride, the other (the leading dimension) at least the matrix's extent along it.
@@ -37,7 +19,26 @@ struct MatrixLayout {
   bool row_major;  // unit stride along the columns
   int64_t ld;      // stride between rows (row-major) or columns (column-major)
 };
-std::optional<MatrixLayout> blas_layout(const Tensor& t);
+
+// The strides of a rows x cols matrix whose size-1 dims may have any stride (they never move a
+// pointer), normalized to the layout oneDNN and BLAS expect: row-major (cs == 1, rs >= cols) or
+// column-major (rs == 1, cs >= rows) when the matrix has one of them.
+inline std::array<int64_t, 2> normalized_strides(int64_t rows, int64_t cols, int64_t rs,
+                                                 int64_t cs) {
+  if (rows == 1 && cols == 1) return {1, 1};
+  if (rows == 1) return {cs == 1 ? cols : 1, cs};
+  if (cols == 1) return {rs, rs == 1 ? rows : 1};
+  return {rs, cs};
+}
+
+// t's MatrixLayout (inline: both sides of the seam and linalg.cpp's Eigen path use it).
+inline std::optional<MatrixLayout> blas_layout(const Tensor& t) {
+  const int64_t rows = t.size(-2), cols = t.size(-1);
+  const auto [rs, cs] = normalized_strides(rows, cols, t.stride(-2), t.stride(-1));
+  if (cs == 1 && rs >= cols) return MatrixLayout{true, rs};
+  if (rs == 1 && cs >= rows) return MatrixLayout{false, cs};
+  return std::nullopt;
+}
 
 // out = a @ b with oneDNN, for float32, bfloat16 and float16 (all three of one dtype).
 // Shapes as KernelTable::matmul: a [batch..., M, K], b [batch..., K, N], out [batch..., M, N]
@@ -45,7 +46,8 @@ std::optional<MatrixLayout> blas_layout(const Tensor& t);
 // matrix of a and b with a unit stride in one of its two dims, and no batch dim broadcast in both
 // a and b. Uses the calling thread's OpenMP thread count.
 // Returns false, computing nothing, when oneDNN has no optimized implementation for this dtype
-// and layout on this CPU (its reference implementation is far slower than converting).
+// and layout on this CPU (its reference implementation is far slower than converting), and
+// always in a build without oneDNN.
 bool onednn_matmul(const Tensor& out, const Tensor& a, const Tensor& b);
 
 }  // namespace tessera::cpu
