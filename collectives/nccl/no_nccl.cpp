@@ -1,6 +1,8 @@
-// The nccl backend in a build without CUDA and NCCL (see collectives/backends.h).
+// The nccl backend in a build without CUDA and NCCL (see collectives/backends.h and
+// collectives/nccl/nccl.h).
 
 #include "collectives/backends.h"
+#include "collectives/nccl/nccl.h"
 
 namespace tessera::dist::detail {
 
@@ -14,3 +16,13 @@ ProcessGroupPtr make_nccl_world(const InitOptions&) {
 }
 
 }  // namespace tessera::dist::detail
+
+namespace tessera::dist {
+
+ProcessGroupPtr new_nccl_group(const ProcessGroupPtr&, std::optional<int>) {
+  throw NotSupportedError(
+      "[new_nccl_group] this build of Tessera has no NCCL backend (it needs the CUDA path, "
+      "TESSERA_CUDA=ON with the CUDA toolkit, and NCCL); use the threads group itself");
+}
+
+}  // namespace tessera::dist
