@@ -1,9 +1,49 @@
-# Third-party dependencies, all from Debian packages (tools/install-deps.sh).
+# Third-party dependencies: Debian packages (tools/install-deps.sh), or, on a machine without
+# them (the GPU machine), the header-only ones from the folder tools/prepare-gpu-deps.sh fills.
+#
+# TESSERA_DEPS_DIR: when set, Eigen, fmt and Catch2 come only from that folder (NO_DEFAULT_PATH),
+# so a build there never mixes in other copies; fmt is then used header-only (FMT_HEADER_ONLY).
+# TESSERA_ONEDNN=AUTO|ON|OFF: oneDNN's matmul primitive for the CPU float matmul. AUTO uses it
+# when found; without it kernels/cpu/no_onednn_matmul.cpp makes the CPU matmul take its Eigen
+# path. Sets TESSERA_HAS_ONEDNN.
+set(TESSERA_DEPS_DIR "" CACHE PATH
+    "Folder made by tools/prepare-gpu-deps.sh; when set, Eigen, fmt and Catch2 come only from it")
+set(TESSERA_ONEDNN AUTO CACHE STRING "Use oneDNN for the CPU float matmul: AUTO, ON or OFF")
+set_property(CACHE TESSERA_ONEDNN PROPERTY STRINGS AUTO ON OFF)
+
 find_package(Threads REQUIRED)
-find_package(fmt 9 REQUIRED)
-find_package(Eigen3 3.4 REQUIRED NO_MODULE)
-find_package(dnnl REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
+
+if(TESSERA_DEPS_DIR)
+  if(NOT EXISTS "${TESSERA_DEPS_DIR}/README.md")
+    message(FATAL_ERROR "TESSERA_DEPS_DIR=${TESSERA_DEPS_DIR} is not a folder made by "
+                        "tools/prepare-gpu-deps.sh (no README.md there)")
+  endif()
+  find_package(Eigen3 3.4 REQUIRED NO_MODULE PATHS "${TESSERA_DEPS_DIR}" NO_DEFAULT_PATH)
+  find_package(fmt 9 QUIET CONFIG PATHS "${TESSERA_DEPS_DIR}" NO_DEFAULT_PATH)
+  if(NOT fmt_FOUND)
+    find_path(TESSERA_FMT_INCLUDE_DIR fmt/format-inl.h PATHS "${TESSERA_DEPS_DIR}/include"
+              NO_DEFAULT_PATH REQUIRED)
+    # IMPORTED, so that the install export of tessera_headers names fmt::fmt instead of requiring
+    # this target in its export set.
+    add_library(fmt::fmt INTERFACE IMPORTED GLOBAL)
+    set_target_properties(fmt::fmt PROPERTIES
+      INTERFACE_INCLUDE_DIRECTORIES "${TESSERA_FMT_INCLUDE_DIR}"
+      INTERFACE_COMPILE_DEFINITIONS FMT_HEADER_ONLY=1)
+    set(tessera_fmt_from "${TESSERA_FMT_INCLUDE_DIR}/fmt (header-only)")
+  else()
+    set(tessera_fmt_from "${fmt_DIR}")
+  endif()
+  if(TESSERA_BUILD_TESTS)
+    # Sets Catch2_DIR, which tests/CMakeLists.txt's find_package(Catch2) then reuses.
+    find_package(Catch2 2 REQUIRED CONFIG PATHS "${TESSERA_DEPS_DIR}" NO_DEFAULT_PATH)
+  endif()
+  message(STATUS "Tessera: dependencies from TESSERA_DEPS_DIR: Eigen3 ${Eigen3_DIR}; "
+                 "fmt ${tessera_fmt_from}; Catch2 ${Catch2_DIR}")
+else()
+  find_package(fmt 9 REQUIRED)
+  find_package(Eigen3 3.4 REQUIRED NO_MODULE)
+endif()
 
 # Headers every public Tessera header may include: fmt (formatting of Tensor, Shape, ...).
 add_library(tessera_headers INTERFACE)
@@ -12,10 +52,32 @@ target_include_directories(tessera_headers INTERFACE
   $<INSTALL_INTERFACE:include/tessera>)
 target_compile_features(tessera_headers INTERFACE cxx_std_20)
 target_link_libraries(tessera_headers INTERFACE fmt::fmt Threads::Threads)
+# fmt 9 drops constexpr from its functions under nvcc (__NVCC__), and its C++20 code then calls
+# them from constexpr ones, which both nvcc 13's front end and g++ reject; nvcc 13 handles fmt's
+# constexpr code, so CUDA sources keep it on.
+target_compile_definitions(tessera_headers INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:FMT_USE_CONSTEXPR=1>)
 
 # What only the library's own sources need.
 add_library(tessera_private_deps INTERFACE)
-target_link_libraries(tessera_private_deps INTERFACE Eigen3::Eigen DNNL::dnnl OpenMP::OpenMP_CXX)
+target_link_libraries(tessera_private_deps INTERFACE Eigen3::Eigen OpenMP::OpenMP_CXX)
+
+set(TESSERA_HAS_ONEDNN OFF)
+if(NOT TESSERA_ONEDNN STREQUAL "OFF")
+  if(TESSERA_ONEDNN STREQUAL "ON")
+    find_package(dnnl REQUIRED)
+  else()
+    find_package(dnnl QUIET)
+  endif()
+  if(dnnl_FOUND)
+    set(TESSERA_HAS_ONEDNN ON)
+    target_link_libraries(tessera_private_deps INTERFACE DNNL::dnnl)
+  endif()
+endif()
+if(TESSERA_HAS_ONEDNN)
+  message(STATUS "Tessera: oneDNN CPU matmul ON (${dnnl_DIR})")
+else()
+  message(STATUS "Tessera: oneDNN CPU matmul OFF (TESSERA_ONEDNN=${TESSERA_ONEDNN}): Eigen's product")
+endif()
 
 # MPI (the collectives' mpi backend): TESSERA_MPI=AUTO uses it when found, ON requires it, OFF
 # leaves it out (init_process_group then explains that the mpi backend is not built).
