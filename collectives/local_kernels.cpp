@@ -257,7 +257,6 @@ void stream_copy(char* dst, const char* src, size_t nbytes) {
     _mm_stream_si128(to + 2, c);
     _mm_stream_si128(to + 3, d);
   }
-  _mm_sfence();  // streaming stores are weakly ordered: publish them before peers are told
   std::memcpy(dst + body, src + body, nbytes - body);
 #else
   std::memcpy(dst, src, nbytes);
@@ -266,18 +265,27 @@ void stream_copy(char* dst, const char* src, size_t nbytes) {
 
 }  // namespace
 
-void copy_bytes(void* dst, const void* src, size_t nbytes, size_t transfer_bytes) {
+void store_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+void copy_bytes(void* dst, const void* src, size_t nbytes, size_t transfer_bytes, bool fence) {
   if (dst == src || nbytes == 0) return;
   const bool streaming = std::max(nbytes, transfer_bytes) >= kStreamingBytes;
   constexpr int64_t kCopyGrain = int64_t{1} << 20;
   parallel_for(0, static_cast<int64_t>(nbytes), kCopyGrain, [&](int64_t begin, int64_t end) {
     char* to = static_cast<char*>(dst) + begin;
     const char* from = static_cast<const char*>(src) + begin;
-    if (streaming) {
-      stream_copy(to, from, static_cast<size_t>(end - begin));
-    } else {
+    if (!streaming) {
       std::memcpy(to, from, static_cast<size_t>(end - begin));
+      return;
     }
+    stream_copy(to, from, static_cast<size_t>(end - begin));
+    // Streaming stores are weakly ordered: a worker thread publishes its own before it reports
+    // back; the calling thread may leave that to its caller (store_fence).
+    if (fence || end - begin != static_cast<int64_t>(nbytes)) store_fence();
   });
 }
 

@@ -32,7 +32,12 @@ int64_t chunk_begin(int64_t count, int n, int i, size_t element_size);
 // memcpy split over the calling rank's intra-op threads; nothing to do when dst == src.
 // `transfer_bytes`: the size of the whole transfer this copy is part of (a block of a collective,
 // a row of a strided view), which decides whether it streams past the cache (Note [Streaming
-// copies] in local_kernels.cpp); 0 means this copy alone.
-void copy_bytes(void* dst, const void* src, size_t nbytes, size_t transfer_bytes = 0);
+// copies] in local_kernels.cpp); 0 means this copy alone. fence = false leaves the calling
+// thread's streaming stores unordered until it calls store_fence() (one fence after many short
+// copies instead of one each).
+void copy_bytes(void* dst, const void* src, size_t nbytes, size_t transfer_bytes = 0,
+                bool fence = true);
+// Orders the calling thread's earlier streaming stores before its later stores (sfence).
+void store_fence();
 
 }  // namespace tessera::dist::detail

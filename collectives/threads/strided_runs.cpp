@@ -69,11 +69,12 @@ void copy_logical(const Tensor& dst, int64_t dst_begin, const Tensor& src, int64
   const size_t transfer = std::max(transfer_bytes, static_cast<size_t>(count * es));
   while (count > 0) {
     const int64_t k = std::min({count, to.run_left(), from.run_left()});
-    copy_bytes(to.data(), from.data(), static_cast<size_t>(k * es), transfer);
+    copy_bytes(to.data(), from.data(), static_cast<size_t>(k * es), transfer, false);
     to.advance(k);
     from.advance(k);
     count -= k;
   }
+  store_fence();
 }
 
 void reduce_logical(ReduceOp op, const Tensor& out, int64_t out_begin,
