@@ -214,11 +214,21 @@ Tensor all_to_all(const Tensor& local, const StepContext& c) {
   return owned(assemble_runs(d, my_to[static_cast<size_t>(d)], sources), recv);
 }
 
-Tensor chunk(const Tensor& local, const StepContext& c) {
+// `as_view`: the next step reads the chunk where it lies (a collective into a new tensor), so a
+// view of this rank's part is enough; otherwise the result gets storage of its own.
+Tensor chunk(const Tensor& local, const StepContext& c, bool as_view) {
   const int64_t d = to_placement(c).dim();
   const std::vector<Run> have = c.from.global_runs(c.me)[static_cast<size_t>(d)];
   const std::vector<Run> want = c.to.global_runs(c.me)[static_cast<size_t>(d)];
-  return owned(assemble_runs(d, want, {RunSource{local, have}}), local);
+  const Tensor part = assemble_runs(d, want, {RunSource{local, have}});
+  return as_view ? part : owned(part, local);
+}
+
+// Whether a step writes a new tensor from its input by a collective, reading strided inputs in
+// place (Note [Strided tensors in collectives]).
+bool reads_input_in_place(StepKind kind) {
+  return kind == StepKind::AllGather || kind == StepKind::AllToAll ||
+         kind == StepKind::ReduceScatter;
 }
 
 Tensor all_reduce(const Tensor& local, const StepContext& c, dist::WorkPtr& pending,
@@ -299,7 +309,8 @@ ExecuteResult execute_plan(const Tensor& local, const DTensorSpec& src,
         result.local = all_to_all(result.local, c);
         break;
       case StepKind::Chunk:
-        result.local = chunk(result.local, c);
+        result.local =
+            chunk(result.local, c, !last && reads_input_in_place(plan.steps[i + 1].kind));
         break;
       case StepKind::AllReduce:
         result.local = all_reduce(result.local, c, pending, result.keep_alive);
