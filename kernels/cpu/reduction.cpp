@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/reduction_geometry.h"
 #include "runtime/parallel.h"
 
 namespace tessera::cpu {
@@ -339,30 +340,7 @@ struct NormReducer {
 
 // ---- geometry ----
 
-// (size, element stride) pairs, outer to inner.
-struct Dims {
-  std::vector<int64_t> sizes, strides;
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t s : sizes) n *= s;
-    return n;
-  }
-  void append(int64_t size, int64_t stride) {
-    if (!sizes.empty() && strides.back() == stride * size) {
-      sizes.back() *= size;
-      strides.back() = stride;
-    } else {
-      sizes.push_back(size);
-      strides.push_back(stride);
-    }
-  }
-  Dims without_last() const {
-    Dims d = *this;
-    d.sizes.pop_back();
-    d.strides.pop_back();
-    return d;
-  }
-};
+using detail::Dims;
 
 struct Geometry {
   Dims keep;  // kept dims in output order; the output is contiguous over them
@@ -370,23 +348,8 @@ struct Geometry {
 };
 
 Geometry make_geometry(const Tensor& in, const std::vector<int64_t>& dims) {
-  std::vector<bool> reduced(static_cast<size_t>(in.dim()), false);
-  for (int64_t d : dims) reduced[static_cast<size_t>(d)] = true;
-  Geometry g;
-  std::vector<std::pair<int64_t, int64_t>> red;
-  for (int64_t d = 0; d < in.dim(); ++d) {
-    if (in.size(d) == 1) continue;
-    if (reduced[static_cast<size_t>(d)]) {
-      red.emplace_back(in.size(d), in.stride(d));
-    } else {
-      g.keep.append(in.size(d), in.stride(d));
-    }
-  }
-  std::stable_sort(red.begin(), red.end(), [](const auto& a, const auto& b) {
-    if ((a.second == 0) != (b.second == 0)) return a.second == 0;
-    return std::abs(a.second) > std::abs(b.second);
-  });
-  for (const auto& [size, stride] : red) g.red.append(size, stride);
+  detail::ReductionGeometry r = detail::reduction_geometry(in, dims);
+  Geometry g{std::move(r.keep), std::move(r.red)};
   if (g.red.sizes.empty()) g.red.append(1, 0);
   return g;
 }

@@ -79,20 +79,26 @@ CollapsedShape<N> collapse_dims(const Shape& sizes, const std::array<const Tenso
   return out;
 }
 
-// OffsetCalc of operand k of a collapsed shape; raises NotSupportedError past kMaxDims.
-template <int N>
-OffsetCalc offset_calc(const CollapsedShape<N>& shape, int k, const char* op) {
-  const int nd = static_cast<int>(shape.sizes.size());
+// OffsetCalc of dims given outermost first; raises NotSupportedError past kMaxDims.
+inline OffsetCalc offset_calc(const std::vector<int64_t>& sizes,
+                              const std::vector<int64_t>& strides, const char* op) {
+  const int nd = static_cast<int>(sizes.size());
   TS_CHECK_T(NotSupportedError, nd <= kMaxDims, "[", op, "] CUDA kernels address at most ",
              kMaxDims, " non-mergeable dims, got ", nd,
              "; make the tensor contiguous (.contiguous()) first");
   OffsetCalc calc;
   calc.ndim = nd;
   for (int d = 0; d < nd; ++d) {
-    calc.sizes[d] = shape.sizes[nd - 1 - d];
-    calc.strides[d] = shape.strides[k][nd - 1 - d];
+    calc.sizes[d] = sizes[static_cast<size_t>(nd - 1 - d)];
+    calc.strides[d] = strides[static_cast<size_t>(nd - 1 - d)];
   }
   return calc;
+}
+
+// OffsetCalc of operand k of a collapsed shape.
+template <int N>
+OffsetCalc offset_calc(const CollapsedShape<N>& shape, int k, const char* op) {
+  return offset_calc(shape.sizes, shape.strides[k], op);
 }
 
 // Typed device pointer to a tensor's first element (storage data + offset).

@@ -28,6 +28,7 @@
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/reduction_geometry.h"
 
 namespace tessera::cuda {
 
@@ -333,66 +334,12 @@ __global__ void reduce_merge_kernel(R r, const typename R::Acc* partial, typenam
 
 // ---- host side ----
 
-// (size, element stride) pairs, outer to inner, adjacent dims coalesced.
-struct Dims {
-  std::vector<int64_t> sizes, strides;
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t s : sizes) n *= s;
-    return n;
-  }
-  void append(int64_t size, int64_t stride) {
-    if (!sizes.empty() && strides.back() == stride * size) {
-      sizes.back() *= size;
-      strides.back() = stride;
-    } else {
-      sizes.push_back(size);
-      strides.push_back(stride);
-    }
-  }
-};
-
-OffsetCalc to_calc(const Dims& d, const char* op) {
-  const int nd = static_cast<int>(d.sizes.size());
-  TS_CHECK_T(NotSupportedError, nd <= kMaxDims, "[", op, "] CUDA kernels address at most ",
-             kMaxDims, " non-mergeable dims, got ", nd,
-             "; make the tensor contiguous (.contiguous()) first");
-  OffsetCalc c;
-  c.ndim = nd;
-  for (int k = 0; k < nd; ++k) {
-    c.sizes[k] = d.sizes[static_cast<size_t>(nd - 1 - k)];
-    c.strides[k] = d.strides[static_cast<size_t>(nd - 1 - k)];
-  }
-  return c;
-}
-
-struct Geometry {
-  Dims keep;            // kept dims in output order (the output is contiguous over them)
-  Dims red;             // reduced dims, smallest stride last
-  int64_t num_red = 1;  // reduced positions per output (0 when a reduced dim is empty)
-};
+using ::tessera::detail::Dims;
+using Geometry = ::tessera::detail::ReductionGeometry;
 
 Geometry make_geometry(const Tensor& in, const std::vector<int64_t>& dims) {
-  std::vector<bool> reduced(static_cast<size_t>(in.dim()), false);
-  for (int64_t d : dims) reduced[static_cast<size_t>(d)] = true;
-  Geometry g;
-  std::vector<std::pair<int64_t, int64_t>> red;
-  for (int64_t d = 0; d < in.dim(); ++d) {
-    if (reduced[static_cast<size_t>(d)]) g.num_red *= in.size(d);
-    if (in.size(d) == 1) continue;
-    if (reduced[static_cast<size_t>(d)]) {
-      red.emplace_back(in.size(d), in.stride(d));
-    } else {
-      g.keep.append(in.size(d), in.stride(d));
-    }
-  }
-  std::stable_sort(red.begin(), red.end(), [](const auto& a, const auto& b) {
-    if ((a.second == 0) != (b.second == 0)) return a.second == 0;
-    return std::abs(a.second) > std::abs(b.second);
-  });
-  if (g.num_red > 0) {
-    for (const auto& [size, stride] : red) g.red.append(size, stride);
-  }
+  Geometry g = ::tessera::detail::reduction_geometry(in, dims);
+  if (g.num_red == 0) g.red = Dims{};  // an empty reduction reads no input
   return g;
 }
 
@@ -422,8 +369,8 @@ template <typename R>
 void run(const R& r, typename R::Out* out, const Tensor& in, const Geometry& g, const char* op) {
   using Acc = typename R::Acc;
   Launch l;
-  l.keep = to_calc(g.keep, op);
-  l.red = to_calc(g.red, op);
+  l.keep = offset_calc(g.keep.sizes, g.keep.strides, op);
+  l.red = offset_calc(g.red.sizes, g.red.strides, op);
   l.num_out = g.keep.numel();
   l.num_red = g.num_red;
   const auto* data = device_ptr<const typename R::In>(in);
