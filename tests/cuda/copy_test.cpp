@@ -10,19 +10,15 @@
 #include "runtime/dispatch.h"
 #include "runtime/ops.h"
 #include "runtime/tensor.h"
+#include "tests/cuda/cuda_compare.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace ts = tessera;
 
 namespace {
 
-const ts::Device kCuda = ts::Device::cuda();
-
-struct Layout {
-  std::string name;
-  ts::Shape base_shape;
-  std::function<ts::Tensor(const ts::Tensor&)> view;
-};
+using cuda_test::kCuda;
+using cuda_test::Layout;
 
 // Source layouts, all of shape [6, 4] except zero-size and 0-dim.
 std::vector<Layout> source_layouts() {

@@ -10,20 +10,15 @@
 
 #include "runtime/ops.h"
 #include "runtime/tensor.h"
+#include "tests/cuda/cuda_compare.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace ts = tessera;
 
 namespace {
 
-const ts::Device kCuda = ts::Device::cuda();
-
-// A view of a base tensor: the same view is taken on the CPU and the CUDA copy of the base.
-struct Layout {
-  std::string name;
-  ts::Shape base_shape;
-  std::function<ts::Tensor(const ts::Tensor&)> view;
-};
+using cuda_test::kCuda;
+using cuda_test::Layout;
 
 // Views of shape [5, 7], except the long one ([3, 1037]: vector body plus a tail), zero-size
 // [0, 7] and 0-dim [].
@@ -76,27 +71,8 @@ Pair make_input(const Layout& layout, ts::DType dtype, uint64_t seed) {
 // Exact for integers and bools; floating results to a few ulps of their dtype (the device's
 // exp/log/tanh/erf round differently from the host's), NaN equal to NaN.
 void check_close(const ts::Tensor& expected, const ts::Tensor& got_cuda, const std::string& what) {
-  INFO(what);
-  REQUIRE(got_cuda.device() == kCuda);
-  const ts::Tensor got = got_cuda.cpu();
-  REQUIRE(got.dtype() == expected.dtype());
-  REQUIRE(got.sizes() == expected.sizes());
-  switch (expected.dtype()) {
-    case ts::kFloat32:
-      CHECK(ts::allclose(got, expected, 1e-5, 1e-6, true));
-      break;
-    case ts::kFloat64:
-      CHECK(ts::allclose(got, expected, 1e-12, 1e-14, true));
-      break;
-    case ts::kBFloat16:
-      CHECK(ts::allclose(got, expected, 1e-2, 1e-3, true));
-      break;
-    case ts::kFloat16:
-      CHECK(ts::allclose(got, expected, 2e-3, 1e-4, true));
-      break;
-    default:
-      CHECK(ts::equal(got, expected));
-  }
+  cuda_test::check_close(expected, got_cuda, what,
+                         {{1e-5, 1e-6}, {1e-12, 1e-14}, {1e-2, 1e-3}, {2e-3, 1e-4}});
 }
 
 // Runs op on both devices; where the CPU refuses the input, CUDA must refuse it too.

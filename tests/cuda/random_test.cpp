@@ -9,13 +9,14 @@
 
 #include "runtime/ops.h"
 #include "runtime/tensor.h"
+#include "tests/cuda/cuda_compare.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace ts = tessera;
 
 namespace {
 
-const ts::Device kCuda = ts::Device::cuda();
+using cuda_test::kCuda;
 
 const std::vector<ts::Shape> kShapes = {{}, {0}, {1}, {3}, {5}, {7, 9}, {4, 1001}, {1 << 20}};
 const std::vector<ts::DType> kFloating = {ts::kFloat32, ts::kFloat64, ts::kBFloat16, ts::kFloat16};

@@ -12,19 +12,16 @@
 
 #include "runtime/ops.h"
 #include "runtime/tensor.h"
+#include "tests/cuda/cuda_compare.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace ts = tessera;
 
 namespace {
 
-const ts::Device kCuda = ts::Device::cuda();
-
-struct Layout {
-  std::string name;
-  ts::Shape base_shape;
-  std::function<ts::Tensor(const ts::Tensor&)> view;
-};
+using cuda_test::dtype_str;
+using cuda_test::kCuda;
+using cuda_test::Layout;
 
 // Every layout has shape [4, 5, 6] except the zero-size one ([4, 0, 6]).
 std::vector<Layout> layouts() {
@@ -65,30 +62,12 @@ ts::Tensor random_values(const ts::Shape& shape, ts::DType dtype, uint64_t seed,
 // (the device sums in a tree, the host in a cascade), scaled by `scale` for long reductions.
 void check_close(const ts::Tensor& expected, const ts::Tensor& got_cuda, const std::string& what,
                  double scale = 1.0) {
-  INFO(what);
-  REQUIRE(got_cuda.device() == kCuda);
-  const ts::Tensor got = got_cuda.cpu();
-  REQUIRE(got.dtype() == expected.dtype());
-  REQUIRE(got.sizes() == expected.sizes());
-  switch (expected.dtype()) {
-    case ts::kFloat32:
-      CHECK(ts::allclose(got, expected, 1e-5 * scale, 1e-5 * scale, true));
-      break;
-    case ts::kFloat64:
-      CHECK(ts::allclose(got, expected, 1e-12 * scale, 1e-12 * scale, true));
-      break;
-    case ts::kBFloat16:
-      CHECK(ts::allclose(got, expected, 1e-2, 1e-2 * scale, true));
-      break;
-    case ts::kFloat16:
-      CHECK(ts::allclose(got, expected, 2e-3, 2e-3 * scale, true));
-      break;
-    default:
-      CHECK(ts::equal(got, expected));
-  }
+  cuda_test::check_close(expected, got_cuda, what,
+                         {{1e-5 * scale, 1e-5 * scale},
+                          {1e-12 * scale, 1e-12 * scale},
+                          {1e-2, 1e-2 * scale},
+                          {2e-3, 2e-3 * scale}});
 }
-
-std::string dtype_str(ts::DType dtype) { return std::string(ts::dtype_name(dtype)); }
 
 using Op = std::function<ts::Tensor(const ts::Tensor&)>;
 
