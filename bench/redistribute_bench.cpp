@@ -18,21 +18,57 @@ namespace ts = tessera;
 
 namespace {
 
-constexpr int kIters = 9;
+constexpr int kIters = 41;
 const ts::Shape kShape{4096, 4096};  // 64 MiB of float32
 
-double median_collective(const ts::dist::ProcessGroupPtr& world, const std::function<void()>& f) {
+double seconds_of(const ts::dist::ProcessGroupPtr& world, const std::function<void()>& f) {
+  world->barrier()->wait();
+  const auto t0 = std::chrono::steady_clock::now();
   f();
-  std::vector<double> times;
+  world->barrier()->wait();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct PairTiming {
+  double redistribute_s;  // median
+  double raw_s;           // median of the raw collectives' summed time
+  double ratio;           // median of the per-round ratios
+};
+
+// The redistribute and its raw collectives alternate round by round (in both orders), and the
+// ratio is the median of each round's ratio: this VM's bandwidth drifts by tens of percent over
+// seconds, and timing one side after the other would measure the drift.
+PairTiming time_interleaved(const ts::dist::ProcessGroupPtr& world,
+                            const std::function<void()>& redistribute,
+                            const std::vector<std::function<void()>>& raws) {
+  const auto run_raws = [&] {
+    double total = 0.0;
+    for (const auto& raw : raws) total += seconds_of(world, raw);
+    return total;
+  };
+  redistribute();
+  run_raws();
+  std::vector<double> a, b, ratios;
   for (int i = 0; i < kIters; ++i) {
-    world->barrier()->wait();
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    world->barrier()->wait();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    double ta = 0.0;
+    double tb = 0.0;
+    if (i % 2 == 0) {
+      ta = seconds_of(world, redistribute);
+      tb = run_raws();
+    } else {
+      tb = run_raws();
+      ta = seconds_of(world, redistribute);
+    }
+    a.push_back(ta);
+    b.push_back(tb);
+    if (tb > 0) ratios.push_back(ta / tb);
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return {median(a), median(b), ratios.empty() ? 0.0 : median(ratios)};
 }
 
 struct Transition {
@@ -58,7 +94,8 @@ int main() {
       {{2, 2}, {ts::Shard(0), ts::Replicate()}, {ts::Replicate(), ts::Shard(1)}},
   };
   fmt::print(
-      "Redistribute benchmark: 4 ranks (threads backend), {} float32 (64 MiB), median of {}\n\n",
+      "Redistribute benchmark: 4 ranks (threads backend), {} float32 (64 MiB), {} interleaved "
+      "rounds: median times, median of the per-round ratios\n\n",
       kShape, kIters);
   fmt::print("  {:<8} {:<24} {:>10} {:>10} {:>7}  {:>10} {:>10} {:>8}  {:>8}\n", "mesh",
              "transition", "time ms", "raw ms", "ratio", "peak MiB", "in+out MiB", "plan ns",
@@ -71,11 +108,8 @@ int main() {
       const ts::Tensor global = ts::ones(kShape);
       const ts::DTensor x = ts::distribute_tensor(global, mesh, t.src);
       const ts::dtensor::RedistributePlan& plan = ts::dtensor::plan_redistribute(x.spec(), t.dst);
-      const double t_redistribute = median_collective(world, [&] { x.redistribute(t.dst); });
-      double t_raw = 0.0;
-      for (const auto& raw : ts::debug::raw_collectives(x.spec(), plan)) {
-        t_raw += median_collective(world, raw);
-      }
+      const PairTiming timing = time_interleaved(world, [&] { x.redistribute(t.dst); },
+                                                 ts::debug::raw_collectives(x.spec(), plan));
       // Peak bytes allocated by this rank during one redistribute (steady state: cached blocks
       // count only while in use).
       const int64_t before = ts::cpu_allocator_stats().current_bytes;
@@ -95,8 +129,9 @@ int main() {
       fmt::print(
           "  {:<8} {:<24} {:>10.2f} {:>10.2f} {:>6.2f}x  {:>10.1f} {:>10.1f} {:>8.0f}  {:>8}\n",
           fmt::format("{}", t.mesh),
-          fmt::format("{}->{}", ts::to_string(t.src), ts::to_string(t.dst)), t_redistribute * 1e3,
-          t_raw * 1e3, t_raw > 0 ? t_redistribute / t_raw : 0.0, static_cast<double>(peak) * mib,
+          fmt::format("{}->{}", ts::to_string(t.src), ts::to_string(t.dst)),
+          timing.redistribute_s * 1e3, timing.raw_s * 1e3, timing.ratio,
+          static_cast<double>(peak) * mib,
           static_cast<double>(in_bytes + out_bytes) * mib, plan_s * 1e9, plan.steps.size());
     });
   }

@@ -85,13 +85,9 @@ void ProcessGroupThreads::move_data(const Call& call, uint64_t seq, Clock::time_
   switch (call.kind) {
     case CollectiveKind::AllReduce:
       return all_reduce(call, seq, deadline);
-    case CollectiveKind::AllGatherIntoTensor: {
-      const int64_t count = call.in.numel();
-      for (int q = 0; q < size(); ++q) {
-        copy_logical(call.out, q * count, peer_call(seq, q).in, 0, count, call.out.nbytes());
-      }
+    case CollectiveKind::AllGatherIntoTensor:
+      all_gather_into_tensor(call, seq);
       break;
-    }
     case CollectiveKind::AllGather: {
       size_t transfer = 0;
       for (const Tensor& out : call.list) transfer += out.nbytes();
@@ -101,14 +97,9 @@ void ProcessGroupThreads::move_data(const Call& call, uint64_t seq, Clock::time_
       }
       break;
     }
-    case CollectiveKind::ReduceScatterTensor: {
-      const int64_t count = call.out.numel();
-      std::vector<const Tensor*> ins(static_cast<size_t>(size()));
-      for (int q = 0; q < size(); ++q) ins[static_cast<size_t>(q)] = &peer_call(seq, q).in;
-      reduce_logical(call.op, call.out, 0, ins,
-                     std::vector<int64_t>(static_cast<size_t>(size()), r * count), count);
+    case CollectiveKind::ReduceScatterTensor:
+      reduce_scatter_tensor(call, seq);
       break;
-    }
     case CollectiveKind::AllToAllSingle:
       all_to_all(call, seq);
       break;
@@ -169,17 +160,106 @@ void ProcessGroupThreads::all_reduce(const Call& call, uint64_t seq, Clock::time
   phase(call.name(), deadline, call.timeout);
 }
 
-void ProcessGroupThreads::all_to_all(const Call& call, uint64_t seq) {
-  const auto r = static_cast<size_t>(rank());
-  int64_t out_offset = 0;
-  for (int q = 0; q < size(); ++q) {
-    const Call& peer = peer_call(seq, q);
-    int64_t in_offset = 0;
-    for (size_t j = 0; j < r; ++j) in_offset += peer.in_counts[j];
-    const int64_t count = call.out_counts[static_cast<size_t>(q)];
-    copy_logical(call.out, out_offset, peer.in, in_offset, count, call.out.nbytes());
-    out_offset += count;
+void ProcessGroupThreads::all_gather_into_tensor(const Call& call, uint64_t seq) {
+  const int64_t count = call.in.numel();
+  const size_t transfer = call.out.nbytes();
+  if (call.out.is_contiguous()) {
+    for (int q = 0; q < size(); ++q)
+      copy_logical(call.out, q * count, peer_call(seq, q).in, 0, count, transfer);
+    return;
   }
+  // The blocks interleave in the output (a gather along an inner dim): write them piece by piece
+  // in the output's memory order (Note [Interleaved blocks]).
+  std::vector<LogicalCopy> blocks;
+  blocks.reserve(static_cast<size_t>(size()));
+  for (int q = 0; q < size(); ++q) {
+    blocks.emplace_back(call.out, q * count, peer_call(seq, q).in, 0, transfer);
+  }
+  const int64_t piece = interleaved_piece(call.out.element_size());
+  for (int64_t begin = 0; begin < count; begin += piece) {
+    for (LogicalCopy& block : blocks) block.run(std::min(piece, count - begin));
+  }
+  store_fence();
+}
+
+void ProcessGroupThreads::reduce_scatter_tensor(const Call& call, uint64_t seq) {
+  const int n = size();
+  const int64_t count = call.out.numel();
+  std::vector<const Tensor*> ins(static_cast<size_t>(n));
+  bool contiguous = true;
+  for (int q = 0; q < n; ++q) {
+    ins[static_cast<size_t>(q)] = &peer_call(seq, q).in;
+    contiguous = contiguous && ins[static_cast<size_t>(q)]->is_contiguous();
+  }
+  std::vector<int64_t> begins(static_cast<size_t>(n), rank() * count);
+  if (contiguous) {
+    reduce_logical(call.op, call.out, 0, ins, begins, count);
+    return;
+  }
+  // The blocks interleave in the inputs (a scatter along an inner dim). Reducing only its own
+  // block, a rank would read every input in short strided runs; instead each rank takes one slice
+  // of every block and reduces the blocks piece by piece in the inputs' memory order, writing each
+  // result into the peer that owns it (Note [Interleaved blocks]). The data phase that follows
+  // keeps every peer waiting until all its output is written.
+  const size_t es = call.out.element_size();
+  const int64_t begin = chunk_begin(count, n, rank(), es);
+  const int64_t end = chunk_begin(count, n, rank() + 1, es);
+  std::vector<LogicalReduce> blocks;
+  blocks.reserve(static_cast<size_t>(n));
+  for (int q = 0; q < n; ++q) {
+    std::fill(begins.begin(), begins.end(), q * count + begin);
+    blocks.emplace_back(call.op, peer_call(seq, q).out, begin, ins, begins);
+  }
+  const int64_t piece = interleaved_piece(es);
+  for (int64_t at = begin; at < end; at += piece) {
+    for (LogicalReduce& block : blocks) block.run(std::min(piece, end - at));
+  }
+}
+
+void ProcessGroupThreads::all_to_all(const Call& call, uint64_t seq) {
+  const int n = size();
+  const int r = rank();
+  const auto offset_of = [](const std::vector<int64_t>& counts, int block) {
+    int64_t offset = 0;
+    for (int j = 0; j < block; ++j) offset += counts[static_cast<size_t>(j)];
+    return offset;
+  };
+  // Every rank decides alike from all the calls: each block is written by exactly one rank.
+  bool outputs_contiguous = true;
+  bool inputs_contiguous = true;
+  for (int q = 0; q < n; ++q) {
+    outputs_contiguous = outputs_contiguous && peer_call(seq, q).out.is_contiguous();
+    inputs_contiguous = inputs_contiguous && peer_call(seq, q).in.is_contiguous();
+  }
+  // Blocks that interleave in the inputs (a split along an inner dim) are pushed: each rank reads
+  // its own input piece by piece in memory order and writes the blocks into the peers' outputs;
+  // otherwise each rank pulls its blocks from the peers (Note [Interleaved blocks]). The data
+  // phase that follows keeps every peer waiting until all its output is written.
+  const bool push = outputs_contiguous && !inputs_contiguous;
+  std::vector<LogicalCopy> blocks;
+  std::vector<int64_t> counts;
+  blocks.reserve(static_cast<size_t>(n));
+  for (int q = 0; q < n; ++q) {
+    const Call& peer = peer_call(seq, q);
+    if (push) {
+      blocks.emplace_back(peer.out, offset_of(peer.out_counts, r), call.in,
+                          offset_of(call.in_counts, q), peer.out.nbytes());
+      counts.push_back(call.in_counts[static_cast<size_t>(q)]);
+    } else {
+      blocks.emplace_back(call.out, offset_of(call.out_counts, q), peer.in,
+                          offset_of(peer.in_counts, r), call.out.nbytes());
+      counts.push_back(call.out_counts[static_cast<size_t>(q)]);
+    }
+  }
+  const bool interleaved = push || !call.out.is_contiguous();
+  const int64_t longest = *std::max_element(counts.begin(), counts.end());
+  const int64_t piece = interleaved ? interleaved_piece(call.out.element_size()) : longest;
+  for (int64_t begin = 0; begin < longest; begin += piece) {
+    for (size_t q = 0; q < blocks.size(); ++q) {
+      if (counts[q] > begin) blocks[q].run(std::min(piece, counts[q] - begin));
+    }
+  }
+  store_fence();
 }
 
 WorkPtr ProcessGroupThreads::send_recv(const Call& call) {

@@ -30,6 +30,8 @@ class ProcessGroupThreads final : public ProcessGroup {
   void phase(const char* op, Clock::time_point deadline, std::chrono::milliseconds timeout);
   void move_data(const Call& call, uint64_t seq, Clock::time_point deadline);
   void all_reduce(const Call& call, uint64_t seq, Clock::time_point deadline);
+  void all_gather_into_tensor(const Call& call, uint64_t seq);
+  void reduce_scatter_tensor(const Call& call, uint64_t seq);
   void all_to_all(const Call& call, uint64_t seq);
   WorkPtr send_recv(const Call& call);
   const Call& peer_call(uint64_t seq, int q) { return *state_->slot(seq, q).call; }

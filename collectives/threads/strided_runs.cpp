@@ -37,21 +37,74 @@ void RunCursor::seek() {
   const int64_t inner = sizes_.back();
   int64_t run = index_ / inner;
   const int64_t within = index_ - run * inner;
-  int64_t offset = within;
+  coords_.assign(sizes_.size() - 1, 0);
+  run_offset_ = 0;
   for (size_t d = sizes_.size() - 1; d-- > 0;) {
     const int64_t q = run / sizes_[d];
-    offset += (run - q * sizes_[d]) * strides_[d];
+    coords_[d] = run - q * sizes_[d];
+    run_offset_ += coords_[d] * strides_[d];
     run = q;
   }
-  ptr_ = base_ + offset * element_size_;
+  ptr_ = base_ + (run_offset_ + within) * element_size_;
   left_ = inner - within;
+}
+
+// The next run starts at the inner dim's first element: step the outer coordinates like an
+// odometer (a division per dim, as seek does, costs more than a short run's copy).
+void RunCursor::next_run() {
+  for (size_t d = coords_.size(); d-- > 0;) {
+    run_offset_ += strides_[d];
+    if (++coords_[d] < sizes_[d]) break;
+    run_offset_ -= sizes_[d] * strides_[d];
+    coords_[d] = 0;
+  }
+  ptr_ = base_ + run_offset_ * element_size_;
+  left_ = sizes_.back();
 }
 
 void RunCursor::advance(int64_t k) {
   index_ += k;
   left_ -= k;
   ptr_ += k * element_size_;
-  if (left_ == 0 && index_ < numel_) seek();
+  if (left_ == 0 && index_ < numel_) next_run();
+}
+
+LogicalCopy::LogicalCopy(const Tensor& dst, int64_t dst_begin, const Tensor& src, int64_t src_begin,
+                         size_t transfer_bytes)
+    : to_(dst, dst_begin),
+      from_(src, src_begin),
+      element_size_(static_cast<int64_t>(dst.element_size())),
+      transfer_bytes_(transfer_bytes) {}
+
+void LogicalCopy::run(int64_t count) {
+  while (count > 0) {
+    const int64_t k = std::min({count, to_.run_left(), from_.run_left()});
+    copy_bytes(to_.data(), from_.data(), static_cast<size_t>(k * element_size_), transfer_bytes_,
+               false);
+    to_.advance(k);
+    from_.advance(k);
+    count -= k;
+  }
+}
+
+LogicalReduce::LogicalReduce(ReduceOp op, const Tensor& out, int64_t out_begin,
+                             const std::vector<const Tensor*>& ins,
+                             const std::vector<int64_t>& in_begins)
+    : op_(op), dtype_(out.dtype()), to_(out, out_begin), pointers_(ins.size()) {
+  from_.reserve(ins.size());
+  for (size_t k = 0; k < ins.size(); ++k) from_.emplace_back(*ins[k], in_begins[k]);
+}
+
+void LogicalReduce::run(int64_t count) {
+  while (count > 0) {
+    int64_t step = std::min(count, to_.run_left());
+    for (const RunCursor& c : from_) step = std::min(step, c.run_left());
+    for (size_t k = 0; k < from_.size(); ++k) pointers_[k] = from_[k].data();
+    reduce_n(dtype_, op_, to_.data(), pointers_.data(), static_cast<int>(from_.size()), step);
+    to_.advance(step);
+    for (RunCursor& c : from_) c.advance(step);
+    count -= step;
+  }
 }
 
 void copy_logical(const Tensor& dst, int64_t dst_begin, const Tensor& src, int64_t src_begin,
@@ -64,36 +117,16 @@ void copy_logical(const Tensor& dst, int64_t dst_begin, const Tensor& src, int64
         static_cast<size_t>(count * es), transfer_bytes);
     return;
   }
-  RunCursor to(dst, dst_begin);
-  RunCursor from(src, src_begin);
-  const size_t transfer = std::max(transfer_bytes, static_cast<size_t>(count * es));
-  while (count > 0) {
-    const int64_t k = std::min({count, to.run_left(), from.run_left()});
-    copy_bytes(to.data(), from.data(), static_cast<size_t>(k * es), transfer, false);
-    to.advance(k);
-    from.advance(k);
-    count -= k;
-  }
+  LogicalCopy(dst, dst_begin, src, src_begin,
+              std::max(transfer_bytes, static_cast<size_t>(count * es)))
+      .run(count);
   store_fence();
 }
 
 void reduce_logical(ReduceOp op, const Tensor& out, int64_t out_begin,
                     const std::vector<const Tensor*>& ins, const std::vector<int64_t>& in_begins,
                     int64_t count) {
-  RunCursor to(out, out_begin);
-  std::vector<RunCursor> from;
-  from.reserve(ins.size());
-  for (size_t k = 0; k < ins.size(); ++k) from.emplace_back(*ins[k], in_begins[k]);
-  std::vector<const void*> pointers(ins.size());
-  while (count > 0) {
-    int64_t step = std::min(count, to.run_left());
-    for (const RunCursor& c : from) step = std::min(step, c.run_left());
-    for (size_t k = 0; k < from.size(); ++k) pointers[k] = from[k].data();
-    reduce_n(out.dtype(), op, to.data(), pointers.data(), static_cast<int>(from.size()), step);
-    to.advance(step);
-    for (RunCursor& c : from) c.advance(step);
-    count -= step;
-  }
+  LogicalReduce(op, out, out_begin, ins, in_begins).run(count);
 }
 
 }  // namespace tessera::dist::detail

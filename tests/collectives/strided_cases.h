@@ -4,6 +4,8 @@
 // outputs. Every rank can compute every other rank's data (exact small integers in float64); each
 // runs the collectives and returns what it found wrong (ranks never call Catch2).
 
+#include <fmt/format.h>
+
 #include <string>
 #include <vector>
 
@@ -28,45 +30,85 @@ inline tessera::Tensor column_blocks(const tessera::Tensor& t, int n) {
 // The [rows, cols] tensor t as a transposed view of fresh [cols, rows] memory, with t's values.
 inline tessera::Tensor transposed_copy(const tessera::Tensor& t) { return t.t().contiguous().t(); }
 
-inline std::vector<std::string> check_strided_collectives(
-    const tessera::dist::ProcessGroupPtr& pg) {
+// Each block is [rows, width]. Blocks (and reduce_scatter's slices: 1 / n of a block) larger
+// than a piece of Note [Interleaved blocks] (8192 float64 elements) make the threads backend move
+// them in several pieces, with piece and rank boundaries in the middle of rows.
+inline std::vector<std::string> check_strided_collectives(const tessera::dist::ProcessGroupPtr& pg,
+                                                          int64_t rows, int64_t width) {
   namespace ts = tessera;
   std::vector<std::string> failures;
   const int n = pg->size();
   const int r = pg->rank();
+  const int64_t w = width;
   const auto expect = [&](const ts::Tensor& got, const ts::Tensor& want, const char* what) {
-    if (!ts::equal(got.contiguous(), want)) failures.push_back(std::string(what) + " differs");
+    if (!ts::equal(got.contiguous(), want)) {
+      failures.push_back(fmt::format("{} differs (blocks of [{}, {}])", what, rows, w));
+    }
   };
 
-  // all_gather_into_tensor: each rank's [3, 2] (transposed in memory) lands in columns
-  // [2q, 2q + 2) of a [3, 2n] output.
+  // all_gather_into_tensor: each rank's [rows, w] (transposed in memory) lands in
+  // columns [wq, wq + w) of a [rows, wn] output.
   {
-    const ts::Tensor in = transposed_copy(strided_source(r, 3, 2));
-    const ts::Tensor out = ts::zeros({3, 2 * n}, ts::kFloat64);
+    const ts::Tensor in = transposed_copy(strided_source(r, rows, w));
+    const ts::Tensor out = ts::zeros({rows, w * n}, ts::kFloat64);
     pg->all_gather_into_tensor(column_blocks(out, n), in)->wait();
     std::vector<ts::Tensor> parts;
-    for (int q = 0; q < n; ++q) parts.push_back(strided_source(q, 3, 2));
+    for (int q = 0; q < n; ++q) parts.push_back(strided_source(q, rows, w));
     expect(out, ts::cat(parts, 1), "all_gather_into_tensor into column blocks");
   }
-  // reduce_scatter_tensor: column block r of every rank's [3, 2n], summed, into a transposed
-  // output.
+  // reduce_scatter_tensor: column block r of every rank's [rows, wn], summed, into a
+  // transposed output.
   {
-    const ts::Tensor in = strided_source(r, 3, 2 * n);
-    const ts::Tensor out = ts::zeros({2, 3}, ts::kFloat64).t();
+    const ts::Tensor in = strided_source(r, rows, w * n);
+    const ts::Tensor out = ts::zeros({w, rows}, ts::kFloat64).t();
     pg->reduce_scatter_tensor(out, column_blocks(in, n), tessera::dist::ReduceOp::Sum)->wait();
-    ts::Tensor want = ts::zeros({3, 2}, ts::kFloat64);
-    for (int q = 0; q < n; ++q) want = want + strided_source(q, 3, 2 * n).narrow(1, 2 * r, 2);
+    ts::Tensor want = ts::zeros({rows, w}, ts::kFloat64);
+    for (int q = 0; q < n; ++q) want = want + strided_source(q, rows, w * n).narrow(1, w * r, w);
     expect(out, want, "reduce_scatter_tensor from column blocks");
   }
-  // all_to_all_single: column block j of rank q's [3, 2n] goes to rank j, which stacks what it
-  // receives by rows into a [3n, 2] output held transposed in memory.
+  // all_to_all_single: column block j of rank q's [rows, wn] goes to rank j, which stacks what
+  // it receives by rows into a [rows n, w] output held transposed in memory.
   {
-    const ts::Tensor in = strided_source(r, 3, 2 * n);
-    const ts::Tensor out = ts::zeros({2, 3 * n}, ts::kFloat64).t();
-    pg->all_to_all_single(out.view({n, 3, 2}), column_blocks(in, n))->wait();
+    const ts::Tensor in = strided_source(r, rows, w * n);
+    const ts::Tensor out = ts::zeros({w, rows * n}, ts::kFloat64).t();
+    pg->all_to_all_single(out.view({n, rows, w}), column_blocks(in, n))->wait();
     std::vector<ts::Tensor> parts;
-    for (int q = 0; q < n; ++q) parts.push_back(strided_source(q, 3, 2 * n).narrow(1, 2 * r, 2));
+    for (int q = 0; q < n; ++q) parts.push_back(strided_source(q, rows, w * n).narrow(1, w * r, w));
     expect(out, ts::cat(parts, 0), "all_to_all_single between column blocks");
+  }
+  // all_to_all_single into a contiguous output from column blocks (the threads backend pushes
+  // each rank's blocks into the peers' outputs).
+  {
+    const ts::Tensor in = strided_source(r, rows, w * n);
+    const ts::Tensor out = ts::zeros({rows * n, w}, ts::kFloat64);
+    pg->all_to_all_single(out.view({n, rows, w}), column_blocks(in, n))->wait();
+    std::vector<ts::Tensor> parts;
+    for (int q = 0; q < n; ++q) parts.push_back(strided_source(q, rows, w * n).narrow(1, w * r, w));
+    expect(out, ts::cat(parts, 0), "all_to_all_single from column blocks into a contiguous output");
+  }
+  // Uneven splits of a transposed input: rank q sends rows(q, j) = (q + j) % 3 * rows rows to
+  // rank j, from its [rows_sent, w] input held transposed in memory.
+  {
+    const auto rows_from = [&](int q, int j) { return (q + j) % 3 * rows; };
+    std::vector<int64_t> in_splits, out_splits;
+    int64_t sent = 0, received = 0;
+    for (int q = 0; q < n; ++q) {
+      in_splits.push_back(rows_from(r, q));
+      out_splits.push_back(rows_from(q, r));
+      sent += in_splits.back();
+      received += out_splits.back();
+    }
+    const ts::Tensor in = transposed_copy(strided_source(r, sent, w));
+    const ts::Tensor out = ts::zeros({received, w}, ts::kFloat64);
+    pg->all_to_all_single(out, in, out_splits, in_splits)->wait();
+    std::vector<ts::Tensor> parts;
+    for (int q = 0; q < n; ++q) {
+      int64_t first = 0;
+      for (int j = 0; j < r; ++j) first += rows_from(q, j);
+      parts.push_back(
+          strided_source(q, first + rows_from(q, r), w).narrow(0, first, rows_from(q, r)));
+    }
+    expect(out, ts::cat(parts, 0), "all_to_all_single with uneven splits of a transposed input");
   }
   return failures;
 }
