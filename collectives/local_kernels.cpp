@@ -289,6 +289,33 @@ void stream_copy(char* dst, const char* src, size_t nbytes) {
 
 }  // namespace
 
+void copy_runs(std::vector<ByteRun>& runs, size_t transfer_bytes) {
+#if defined(__SSE2__)
+  if (transfer_bytes >= kStreamingBytes) {
+    size_t longest = 0;
+    for (ByteRun& r : runs) {
+      const size_t head = std::min(r.bytes, (16 - reinterpret_cast<uintptr_t>(r.dst) % 16) % 16);
+      std::memcpy(r.dst, r.src, head);
+      r.dst += head;
+      r.src += head;
+      r.bytes -= head;
+      longest = std::max(longest, r.bytes & ~size_t{63});
+    }
+    for (size_t line = 0; line < longest; line += 64) {
+      for (const ByteRun& r : runs) {
+        if (line + 64 <= r.bytes) stream_line(r.dst + line, r.src + line);
+      }
+    }
+    for (const ByteRun& r : runs) {
+      const size_t body = r.bytes & ~size_t{63};
+      std::memcpy(r.dst + body, r.src + body, r.bytes - body);
+    }
+    return;
+  }
+#endif
+  for (const ByteRun& r : runs) std::memcpy(r.dst, r.src, r.bytes);
+}
+
 void store_fence() {
 #if defined(__SSE2__)
   _mm_sfence();

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "collectives/reduce_op.h"
 #include "runtime/dtype.h"
@@ -39,5 +40,16 @@ void copy_bytes(void* dst, const void* src, size_t nbytes, size_t transfer_bytes
                 bool fence = true);
 // Orders the calling thread's earlier streaming stores before its later stores (sfence).
 void store_fence();
+
+// Short copies that lie side by side in memory (the rows of interleaved blocks): copied together,
+// a line of each in turn, so that memory sees one sweep rather than short bursts. Streams past
+// the cache as copy_bytes would for a transfer of `transfer_bytes`; unfenced (store_fence).
+// Consumes `runs`: their entries are unspecified afterwards.
+struct ByteRun {
+  char* dst;
+  const char* src;
+  size_t bytes;
+};
+void copy_runs(std::vector<ByteRun>& runs, size_t transfer_bytes);
 
 }  // namespace tessera::dist::detail

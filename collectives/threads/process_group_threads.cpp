@@ -163,22 +163,23 @@ void ProcessGroupThreads::all_reduce(const Call& call, uint64_t seq, Clock::time
 void ProcessGroupThreads::all_gather_into_tensor(const Call& call, uint64_t seq) {
   const int64_t count = call.in.numel();
   const size_t transfer = call.out.nbytes();
-  if (call.out.is_contiguous()) {
-    for (int q = 0; q < size(); ++q)
+  bool contiguous = call.out.is_contiguous();
+  for (int q = 0; q < size(); ++q) contiguous = contiguous && peer_call(seq, q).in.is_contiguous();
+  if (contiguous) {
+    for (int q = 0; q < size(); ++q) {
       copy_logical(call.out, q * count, peer_call(seq, q).in, 0, count, transfer);
+    }
     return;
   }
-  // The blocks interleave in the output (a gather along an inner dim): write them piece by piece
-  // in the output's memory order (Note [Interleaved blocks]).
+  // Blocks that interleave in the output (a gather along an inner dim), or inputs in short runs
+  // (the chunk of a shard along an inner dim): the runs of all blocks move together, see Note
+  // [Interleaved blocks].
   std::vector<LogicalCopy> blocks;
   blocks.reserve(static_cast<size_t>(size()));
   for (int q = 0; q < size(); ++q) {
     blocks.emplace_back(call.out, q * count, peer_call(seq, q).in, 0, transfer);
   }
-  const int64_t piece = interleaved_piece(call.out.element_size());
-  for (int64_t begin = 0; begin < count; begin += piece) {
-    for (LogicalCopy& block : blocks) block.run(std::min(piece, count - begin));
-  }
+  copy_interleaved(blocks, std::vector<int64_t>(static_cast<size_t>(size()), count), transfer);
   store_fence();
 }
 
@@ -232,7 +233,7 @@ void ProcessGroupThreads::all_to_all(const Call& call, uint64_t seq) {
     inputs_contiguous = inputs_contiguous && peer_call(seq, q).in.is_contiguous();
   }
   // Blocks that interleave in the inputs (a split along an inner dim) are pushed: each rank reads
-  // its own input piece by piece in memory order and writes the blocks into the peers' outputs;
+  // its own input in memory order and writes the blocks into the peers' outputs;
   // otherwise each rank pulls its blocks from the peers (Note [Interleaved blocks]). The data
   // phase that follows keeps every peer waiting until all its output is written.
   const bool push = outputs_contiguous && !inputs_contiguous;
@@ -251,13 +252,10 @@ void ProcessGroupThreads::all_to_all(const Call& call, uint64_t seq) {
       counts.push_back(call.out_counts[static_cast<size_t>(q)]);
     }
   }
-  const bool interleaved = push || !call.out.is_contiguous();
-  const int64_t longest = *std::max_element(counts.begin(), counts.end());
-  const int64_t piece = interleaved ? interleaved_piece(call.out.element_size()) : longest;
-  for (int64_t begin = 0; begin < longest; begin += piece) {
-    for (size_t q = 0; q < blocks.size(); ++q) {
-      if (counts[q] > begin) blocks[q].run(std::min(piece, counts[q] - begin));
-    }
+  if (push || !call.out.is_contiguous()) {
+    copy_interleaved(blocks, counts, push ? call.in.nbytes() : call.out.nbytes());
+  } else {
+    for (size_t q = 0; q < blocks.size(); ++q) blocks[q].run(counts[q]);
   }
   store_fence();
 }

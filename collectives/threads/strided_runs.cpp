@@ -87,6 +87,31 @@ void LogicalCopy::run(int64_t count) {
   }
 }
 
+ByteRun LogicalCopy::next(int64_t max_count) {
+  const int64_t k = std::min({max_count, to_.run_left(), from_.run_left()});
+  const ByteRun run{to_.data(), from_.data(), static_cast<size_t>(k * element_size_)};
+  to_.advance(k);
+  from_.advance(k);
+  return run;
+}
+
+void copy_interleaved(std::vector<LogicalCopy>& blocks, const std::vector<int64_t>& counts,
+                      size_t transfer_bytes) {
+  std::vector<int64_t> left = counts;
+  std::vector<ByteRun> runs;
+  runs.reserve(blocks.size());
+  while (true) {
+    runs.clear();
+    for (size_t q = 0; q < blocks.size(); ++q) {
+      if (left[q] == 0) continue;
+      runs.push_back(blocks[q].next(left[q]));
+      left[q] -= static_cast<int64_t>(runs.back().bytes) / blocks[q].element_size();
+    }
+    if (runs.empty()) return;
+    copy_runs(runs, transfer_bytes);
+  }
+}
+
 LogicalReduce::LogicalReduce(ReduceOp op, const Tensor& out, int64_t out_begin,
                              const std::vector<const Tensor*>& ins,
                              const std::vector<int64_t>& in_begins)

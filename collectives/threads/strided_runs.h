@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "collectives/local_kernels.h"
 #include "collectives/reduce_op.h"
 #include "runtime/tensor.h"
 
@@ -47,10 +48,11 @@ class RunCursor {
 // When the n blocks of a collective interleave in memory (the blocks of a shard along an inner
 // dim: block q of row i sits beside block q + 1 of the same row), visiting one block after the
 // other walks memory in short runs a stride apart, and on these machines that costs 10-20% over
-// a sequential walk of the same bytes. So the threads backend moves such blocks a piece at a
-// time, every block's piece before the next piece: the accesses then sweep memory nearly in
-// order. Pieces stay small enough (a few rows' worth) that the n runs of one piece lie close
-// together, and large enough that walking them costs little.
+// a sequential walk of the same bytes. So the threads backend moves such blocks together: copies
+// take run i of every block at once (copy_runs), and reductions take a piece of every block in
+// turn, pieces small enough (a few rows) that the n runs of a piece lie close together and large
+// enough that walking them costs little. Where the blocks interleave in the inputs
+// (reduce_scatter, all_to_all), each rank walks its own input and writes into the peers' outputs.
 constexpr int64_t kInterleavedPieceBytes = int64_t{64} << 10;
 inline int64_t interleaved_piece(size_t element_size) {
   return kInterleavedPieceBytes / static_cast<int64_t>(element_size);
@@ -66,6 +68,9 @@ class LogicalCopy {
               size_t transfer_bytes);
   // Streaming stores are not fenced here: call store_fence() after the last run.
   void run(int64_t count);
+  // The next contiguous run, of at most max_count elements, stepping past it without copying.
+  ByteRun next(int64_t max_count);
+  int64_t element_size() const { return element_size_; }
 
  private:
   RunCursor to_;
@@ -89,6 +94,11 @@ class LogicalReduce {
   std::vector<RunCursor> from_;
   std::vector<const void*> pointers_;
 };
+
+// Block q of `blocks` moves counts[q] elements; the blocks interleave in memory, so their runs
+// are copied side by side, run i of every block together (Note [Interleaved blocks]).
+void copy_interleaved(std::vector<LogicalCopy>& blocks, const std::vector<int64_t>& counts,
+                      size_t transfer_bytes);
 
 // One-shot forms of the two above (copy_logical fences its streaming stores).
 void copy_logical(const Tensor& dst, int64_t dst_begin, const Tensor& src, int64_t src_begin,

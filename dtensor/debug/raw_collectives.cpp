@@ -30,9 +30,11 @@ std::function<void()> raw_step(const DTensorSpec& src, const dtensor::Redistribu
       return [=] { group->all_to_all_single(*out, *in)->wait(); };
     }
     case dtensor::StepKind::AllReduce: {
-      auto t = buffer(from.local_shape().numel());
+      // Out of place, as the step runs it: a redistribute leaves its input intact.
+      auto in = buffer(from.local_shape().numel());
+      auto out = buffer(from.local_shape().numel());
       const dist::ReduceOp op = step.from[static_cast<size_t>(step.mesh_dims[0])].reduce_op();
-      return [=] { group->all_reduce(*t, op)->wait(); };
+      return [=] { group->all_reduce_into(*out, *in, op)->wait(); };
     }
     case dtensor::StepKind::ReduceScatter: {
       auto in = buffer(in_n);
