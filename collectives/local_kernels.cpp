@@ -289,27 +289,55 @@ void stream_copy(char* dst, const char* src, size_t nbytes) {
 
 }  // namespace
 
+#if defined(__SSE2__)
+namespace {
+
+// Streams the whole lines of four runs, a line of each in turn. The pointers live in registers:
+// reloading them from the runs on every line costs ~10% of the copy when four ranks share two
+// cores. Returns the bytes done in each (the shortest body); the caller finishes the rest.
+size_t stream_four(const ByteRun* r) {
+  char* d0 = r[0].dst;
+  char* d1 = r[1].dst;
+  char* d2 = r[2].dst;
+  char* d3 = r[3].dst;
+  const char* s0 = r[0].src;
+  const char* s1 = r[1].src;
+  const char* s2 = r[2].src;
+  const char* s3 = r[3].src;
+  const size_t common = std::min({r[0].bytes, r[1].bytes, r[2].bytes, r[3].bytes}) & ~size_t{63};
+  for (size_t line = 0; line < common; line += 64) {
+    stream_line(d0 + line, s0 + line);
+    stream_line(d1 + line, s1 + line);
+    stream_line(d2 + line, s2 + line);
+    stream_line(d3 + line, s3 + line);
+  }
+  return common;
+}
+
+}  // namespace
+#endif
+
 void copy_runs(std::vector<ByteRun>& runs, size_t transfer_bytes) {
 #if defined(__SSE2__)
   if (transfer_bytes >= kStreamingBytes) {
-    size_t longest = 0;
     for (ByteRun& r : runs) {
       const size_t head = std::min(r.bytes, (16 - reinterpret_cast<uintptr_t>(r.dst) % 16) % 16);
-      std::memcpy(r.dst, r.src, head);
+      if (head > 0) std::memcpy(r.dst, r.src, head);
       r.dst += head;
       r.src += head;
       r.bytes -= head;
-      longest = std::max(longest, r.bytes & ~size_t{63});
     }
-    for (size_t line = 0; line < longest; line += 64) {
-      for (const ByteRun& r : runs) {
-        if (line + 64 <= r.bytes) stream_line(r.dst + line, r.src + line);
-      }
-    }
-    for (const ByteRun& r : runs) {
+    const auto finish = [](const ByteRun& r, size_t done) {
       const size_t body = r.bytes & ~size_t{63};
-      std::memcpy(r.dst + body, r.src + body, r.bytes - body);
+      for (size_t line = done; line < body; line += 64) stream_line(r.dst + line, r.src + line);
+      if (body < r.bytes) std::memcpy(r.dst + body, r.src + body, r.bytes - body);
+    };
+    size_t k = 0;
+    for (; k + 4 <= runs.size(); k += 4) {
+      const size_t common = stream_four(&runs[k]);
+      for (size_t j = k; j < k + 4; ++j) finish(runs[j], common);
     }
+    for (; k < runs.size(); ++k) finish(runs[k], 0);
     return;
   }
 #endif

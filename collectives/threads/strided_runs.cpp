@@ -62,13 +62,6 @@ void RunCursor::next_run() {
   left_ = sizes_.back();
 }
 
-void RunCursor::advance(int64_t k) {
-  index_ += k;
-  left_ -= k;
-  ptr_ += k * element_size_;
-  if (left_ == 0 && index_ < numel_) next_run();
-}
-
 LogicalCopy::LogicalCopy(const Tensor& dst, int64_t dst_begin, const Tensor& src, int64_t src_begin,
                          size_t transfer_bytes)
     : to_(dst, dst_begin),

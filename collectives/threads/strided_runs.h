@@ -26,7 +26,12 @@ class RunCursor {
   // Elements from data() on that are contiguous in memory (at least 1 while inside t).
   int64_t run_left() const { return left_; }
   // Moves k <= run_left() elements ahead.
-  void advance(int64_t k);
+  void advance(int64_t k) {
+    index_ += k;
+    left_ -= k;
+    ptr_ += k * element_size_;
+    if (left_ == 0 && index_ < numel_) next_run();
+  }
 
  private:
   void seek();
