@@ -292,24 +292,22 @@ void stream_copy(char* dst, const char* src, size_t nbytes) {
 #if defined(__SSE2__)
 namespace {
 
-// Streams the whole lines of four runs, a line of each in turn. The pointers live in registers:
+// Streams the whole lines of M runs, a line of each in turn. The pointers live in registers:
 // reloading them from the runs on every line costs ~10% of the copy when four ranks share two
 // cores. Returns the bytes done in each (the shortest body); the caller finishes the rest.
-size_t stream_four(const ByteRun* r) {
-  char* d0 = r[0].dst;
-  char* d1 = r[1].dst;
-  char* d2 = r[2].dst;
-  char* d3 = r[3].dst;
-  const char* s0 = r[0].src;
-  const char* s1 = r[1].src;
-  const char* s2 = r[2].src;
-  const char* s3 = r[3].src;
-  const size_t common = std::min({r[0].bytes, r[1].bytes, r[2].bytes, r[3].bytes}) & ~size_t{63};
+template <int M>
+size_t stream_group(const ByteRun* r) {
+  char* dst[M];
+  const char* src[M];
+  size_t common = r[0].bytes;
+  for (int k = 0; k < M; ++k) {
+    dst[k] = r[k].dst;
+    src[k] = r[k].src;
+    common = std::min(common, r[k].bytes);
+  }
+  common &= ~size_t{63};
   for (size_t line = 0; line < common; line += 64) {
-    stream_line(d0 + line, s0 + line);
-    stream_line(d1 + line, s1 + line);
-    stream_line(d2 + line, s2 + line);
-    stream_line(d3 + line, s3 + line);
+    for (int k = 0; k < M; ++k) stream_line(dst[k] + line, src[k] + line);
   }
   return common;
 }
@@ -332,12 +330,21 @@ void copy_runs(std::vector<ByteRun>& runs, size_t transfer_bytes) {
       for (size_t line = done; line < body; line += 64) stream_line(r.dst + line, r.src + line);
       if (body < r.bytes) std::memcpy(r.dst + body, r.src + body, r.bytes - body);
     };
-    size_t k = 0;
-    for (; k + 4 <= runs.size(); k += 4) {
-      const size_t common = stream_four(&runs[k]);
-      for (size_t j = k; j < k + 4; ++j) finish(runs[j], common);
+    // Four streams at a time, as the four-page walk of stream_copy; what remains goes two or
+    // three at a time, and a single run alone as stream_copy walks it.
+    for (size_t k = 0; k < runs.size();) {
+      const size_t m = std::min<size_t>(4, runs.size() - k);
+      size_t common = 0;
+      if (m == 4) common = stream_group<4>(&runs[k]);
+      if (m == 3) common = stream_group<3>(&runs[k]);
+      if (m == 2) common = stream_group<2>(&runs[k]);
+      if (m == 1) {
+        stream_copy(runs[k].dst, runs[k].src, runs[k].bytes);
+        common = runs[k].bytes;
+      }
+      for (size_t j = k; j < k + m; ++j) finish(runs[j], common);
+      k += m;
     }
-    for (; k < runs.size(); ++k) finish(runs[k], 0);
     return;
   }
 #endif

@@ -92,13 +92,20 @@ void copy_interleaved(std::vector<LogicalCopy>& blocks, const std::vector<int64_
                       size_t transfer_bytes) {
   std::vector<int64_t> left = counts;
   std::vector<ByteRun> runs;
-  runs.reserve(blocks.size());
+  // A round takes the next run of every block; with fewer than four blocks, rounds repeat until
+  // four runs stream together (copy_runs).
+  runs.reserve(std::max<size_t>(4, 2 * blocks.size()));
   while (true) {
     runs.clear();
-    for (size_t q = 0; q < blocks.size(); ++q) {
-      if (left[q] == 0) continue;
-      runs.push_back(blocks[q].next(left[q]));
-      left[q] -= static_cast<int64_t>(runs.back().bytes) / blocks[q].element_size();
+    bool more = true;
+    while (more && runs.size() < 4) {
+      more = false;
+      for (size_t q = 0; q < blocks.size(); ++q) {
+        if (left[q] == 0) continue;
+        runs.push_back(blocks[q].next(left[q]));
+        left[q] -= static_cast<int64_t>(runs.back().bytes) / blocks[q].element_size();
+        more = true;
+      }
     }
     if (runs.empty()) return;
     copy_runs(runs, transfer_bytes);
