@@ -108,8 +108,8 @@ int main() {
       const ts::Tensor global = ts::ones(kShape);
       const ts::DTensor x = ts::distribute_tensor(global, mesh, t.src);
       const ts::dtensor::RedistributePlan& plan = ts::dtensor::plan_redistribute(x.spec(), t.dst);
-      const PairTiming timing = time_interleaved(world, [&] { x.redistribute(t.dst); },
-                                                 ts::debug::raw_collectives(x.spec(), plan));
+      const PairTiming timing = time_interleaved(
+          world, [&] { x.redistribute(t.dst); }, ts::debug::raw_collectives(x.spec(), plan));
       // Peak bytes allocated by this rank during one redistribute (steady state: cached blocks
       // count only while in use).
       const int64_t before = ts::cpu_allocator_stats().current_bytes;
@@ -126,13 +126,14 @@ int main() {
       if (world->rank() != 0) return;
       std::lock_guard<std::mutex> lock(mutex);
       const double mib = 1.0 / (1 << 20);
-      fmt::print(
-          "  {:<8} {:<24} {:>10.2f} {:>10.2f} {:>6.2f}x  {:>10.1f} {:>10.1f} {:>8.0f}  {:>8}\n",
-          fmt::format("{}", t.mesh),
-          fmt::format("{}->{}", ts::to_string(t.src), ts::to_string(t.dst)),
-          timing.redistribute_s * 1e3, timing.raw_s * 1e3, timing.ratio,
-          static_cast<double>(peak) * mib,
-          static_cast<double>(in_bytes + out_bytes) * mib, plan_s * 1e9, plan.steps.size());
+      fmt::print("  {:<8} {:<24} {:>10.2f} {:>10} {:>7}  {:>10.1f} {:>10.1f} {:>8.0f}  {:>8}\n",
+                 fmt::format("{}", t.mesh),
+                 fmt::format("{}->{}", ts::to_string(t.src), ts::to_string(t.dst)),
+                 timing.redistribute_s * 1e3,
+                 timing.raw_s > 0 ? fmt::format("{:.2f}", timing.raw_s * 1e3) : "local",
+                 timing.raw_s > 0 ? fmt::format("{:.2f}x", timing.ratio) : "-",
+                 static_cast<double>(peak) * mib, static_cast<double>(in_bytes + out_bytes) * mib,
+                 plan_s * 1e9, plan.steps.size());
     });
   }
   fmt::print("\n  targets: ratio <= 1.10x; peak <= in + out + one staging buffer; plan < 2 us\n");
