@@ -6,6 +6,7 @@
 #include <functional>
 #include <mutex>
 #include <numeric>
+#include <string_view>
 #include <thread>
 
 #include "collectives/backends.h"
@@ -25,6 +26,9 @@ constexpr int kCollectiveTag = 3;
 // Up to this size, all_reduce is recursive doubling (log2(n) rounds of whole tensors); above,
 // a reduce-scatter then an all-gather (O(size) bytes per rank).
 constexpr size_t kSmallAllReduceBytes = 64 * 1024;
+// Contributions up to this size go through shared memory when the whole group is on one machine
+// (Note [Small collectives through shared memory]); each rank maps two slots of it per group.
+constexpr size_t kNodeSlotBytes = 256 * 1024;
 
 bool all_equal(const std::vector<int64_t>& counts) {
   return std::adjacent_find(counts.begin(), counts.end(), std::not_equal_to<>()) == counts.end();
@@ -182,6 +186,10 @@ ProcessGroupMPI::ProcessGroupMPI(MPI_Comm comm, std::vector<int> world_ranks,
       progress_(std::make_shared<ProgressThread>()) {
   TS_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   where_ = describe();
+  // TESSERA_MPI_SHARED_MEMORY=0 keeps every collective on MPI (tests cover both paths so).
+  const char* shared = std::getenv("TESSERA_MPI_SHARED_MEMORY");
+  const bool allowed = shared == nullptr || std::string_view(shared) != "0";
+  if (size() > 1 && allowed) node_ = NodeBuffers::create(comm_, kNodeSlotBytes);
 }
 
 ProcessGroupMPI::~ProcessGroupMPI() {
@@ -229,6 +237,7 @@ void ProcessGroupMPI::check_agreement_across(const CallSignature& sig) {
 void ProcessGroupMPI::execute(const Call& call) {
   const WatchdogScope watch(call.name(), where_, call.timeout);
   if (check_) check_agreement_across(signature_of(call));
+  if (run_on_node(call)) return;
   const DType dtype = call.dtype();
   const MPI_Datatype type = unit_type(element_size(dtype));
   switch (call.kind) {

@@ -7,6 +7,7 @@
 
 #include "collectives/call.h"
 #include "collectives/mpi/mpi_runtime.h"
+#include "collectives/mpi/node_buffers.h"
 #include "collectives/progress_thread.h"
 
 namespace tessera::dist::detail {
@@ -28,6 +29,9 @@ class ProcessGroupMPI final : public ProcessGroup {
 
  private:
   void execute(const Call& call);
+  // Small collectives through shared memory when the group is on one machine; false when the call
+  // goes through MPI instead (node_collectives.cpp).
+  bool run_on_node(const Call& call);
   // Checked mode: all-gathers the signatures and checks them on every rank alike.
   void check_agreement_across(const CallSignature& sig);
   void all_reduce(const Call& call);
@@ -48,6 +52,8 @@ class ProcessGroupMPI final : public ProcessGroup {
   std::string where_;
   std::vector<char> scratch_;  // reused across calls: fresh pages are slow to touch
   std::shared_ptr<ProgressThread> progress_;
+  std::unique_ptr<NodeBuffers> node_;  // null unless every rank is on this machine
+  uint64_t node_calls_ = 0;            // collectives through node_ so far
 };
 
 }  // namespace tessera::dist::detail

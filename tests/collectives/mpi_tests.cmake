@@ -18,6 +18,14 @@ add_test(NAME collectives/mpi_4_ranks_unchecked
 set_tests_properties(collectives/mpi_4_ranks_unchecked PROPERTIES TIMEOUT 300 RUN_SERIAL ON
                      ENVIRONMENT "${TESSERA_MPI_TEST_ENV};TESSERA_TEST_MPI_UNCHECKED=1")
 
+# Small collectives go through shared memory on one machine; this entry keeps them on MPI, the
+# path they take across machines.
+add_test(NAME collectives/mpi_4_ranks_without_shared_memory
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 --oversubscribe
+                 $<TARGET_FILE:collectives_tests> "[mpi]")
+set_tests_properties(collectives/mpi_4_ranks_without_shared_memory PROPERTIES TIMEOUT 300
+                     RUN_SERIAL ON ENVIRONMENT "${TESSERA_MPI_TEST_ENV};TESSERA_MPI_SHARED_MEMORY=0")
+
 add_executable(mpi_fault_job collectives/mpi_fault_job.cpp)
 target_link_libraries(mpi_fault_job PRIVATE Tessera::tessera tessera_warnings)
 target_include_directories(mpi_fault_job PRIVATE ${PROJECT_SOURCE_DIR})
