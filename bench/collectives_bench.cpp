@@ -11,7 +11,7 @@
 // (n-1)/n of that; the in-place all_gather (input = this rank's block of the output) is not.
 //
 // Buffers are allocated and touched once at the largest size and reused (fresh pages are slow);
-// each measurement runs one warm-up call and then as many calls as fit in ~0.2 s.
+// each measurement runs one warm-up call and then six alternating batches of each side.
 
 #include <fmt/format.h>
 
@@ -40,6 +40,7 @@ constexpr int kRanks = 4;
 constexpr int64_t kMinBytes = int64_t{4} << 10;
 constexpr int64_t kMaxBytes = int64_t{256} << 20;
 constexpr double kTargetSeconds = 0.2;
+constexpr int64_t kBatches = 6;
 
 struct Op {
   const char* name;
@@ -99,8 +100,8 @@ struct Timing {
 
 // Seconds per call of two bodies at `bytes`, as rank 0 sees them. Their batches alternate (in
 // both orders) and the best batch of each counts, so that a change in the machine's load (it may be
-// shared) hits both alike. Each batch is as many calls as fit in a slice of kTargetSeconds; all
-// ranks run the same counts, chosen by rank 0 from the warm-up calls.
+// shared) hits both alike. Each batch is as many calls as fit in a slice of kTargetSeconds (at
+// least one); all ranks run the same counts, chosen by rank 0 from the warm-up calls.
 Timing time_pair(const dist::ProcessGroupPtr& pg, const Body& a, const Body& b, int64_t bytes) {
   const auto seconds = [&](const Body& body, int64_t calls) {
     pg->barrier();
@@ -112,7 +113,9 @@ Timing time_pair(const dist::ProcessGroupPtr& pg, const Body& a, const Body& b, 
   const double warm = std::max(seconds(a, 1), seconds(b, 1));
   Tensor plan = Tensor::make_empty({2}, tessera::kInt64, tessera::Device::cpu());
   int64_t* p = plan.data_ptr<int64_t>();
-  p[1] = warm < kTargetSeconds / 8 ? 4 : 1;  // batches
+  // Never fewer than kBatches batches, even when one call outlasts the target: the best of one
+  // sample each would compare two draws of this machine's noise.
+  p[1] = kBatches;
   p[0] = std::clamp<int64_t>(
       static_cast<int64_t>(kTargetSeconds / 2 / static_cast<double>(p[1]) / warm), 1, 2000);
   pg->broadcast(plan, 0);

@@ -82,11 +82,11 @@ std::unique_ptr<NodeBuffers> NodeBuffers::create(MPI_Comm comm, size_t slot_byte
       new NodeBuffers(static_cast<char*>(base), bytes, slot_bytes, size));
 }
 
-void NodeBuffers::barrier(uint64_t call) const {
-  // Arrivals only grow: collective number c is complete at (c + 1) * size arrivals. The builtins
+void NodeBuffers::barrier(uint64_t number) const {
+  // Arrivals only grow: barrier number b is complete at (b + 1) * size arrivals. The builtins
   // are lock-free on a naturally aligned 8-byte word, so they work across processes.
   auto* arrivals = reinterpret_cast<uint64_t*>(base_);
-  const uint64_t target = (call + 1) * static_cast<uint64_t>(size_);
+  const uint64_t target = (number + 1) * static_cast<uint64_t>(size_);
   __atomic_add_fetch(arrivals, 1, __ATOMIC_SEQ_CST);
   for (int spin = 0; __atomic_load_n(arrivals, __ATOMIC_ACQUIRE) < target; ++spin) {
     // More ranks than cores is common (oversubscribed jobs): yield after a short spin.

@@ -37,9 +37,10 @@ class NodeBuffers {
   char* slot(int rank, uint64_t call) const {
     return slots_ + (static_cast<size_t>(rank) * 2 + call % 2) * slot_bytes_;
   }
-  // Returns once every rank of the group has arrived for collective number `call`; orders each
-  // rank's writes before it arrives before every rank's reads after it leaves.
-  void barrier(uint64_t call) const;
+  // Returns once every rank of the group has arrived at barrier number `number` (counted per
+  // group; a collective may take more than one); orders each rank's writes before it arrives
+  // before every rank's reads after it leaves.
+  void barrier(uint64_t number) const;
 
  private:
   static constexpr size_t kHeaderBytes = 64;  // the arrival counter, on a line of its own

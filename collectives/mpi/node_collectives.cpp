@@ -20,9 +20,9 @@ size_t contribution(const Call& call) {
   const auto bytes = [&] { return call.in.nbytes(); };  // `in` is undefined for some kinds
   switch (call.kind) {
     case CollectiveKind::ReduceScatterTensor:
+    case CollectiveKind::AllReduce:
       return bytes() <= 256 * KiB ? bytes() : 0;
     case CollectiveKind::AllGatherIntoTensor:
-    case CollectiveKind::AllReduce:
       return bytes() <= 64 * KiB ? bytes() : 0;
     case CollectiveKind::AllToAllSingle:
       return call.equal_splits && bytes() <= 64 * KiB ? bytes() : 0;
@@ -37,50 +37,77 @@ size_t contribution(const Call& call) {
 
 bool ProcessGroupMPI::run_on_node(const Call& call) {
   if (node_ != nullptr && call.kind == CollectiveKind::Barrier) {
-    node_->barrier(node_calls_++);
+    node_->barrier(node_barriers_++);
     return true;
   }
   const size_t bytes = contribution(call);
   if (node_ == nullptr || bytes == 0 || bytes > node_->slot_bytes()) return false;
-  const int n = size();
   const int r = rank();
-  const uint64_t seq = node_calls_++;
-  const auto slot = [&](int q) { return node_->slot(q, seq); };
+  const uint64_t set = node_calls_++;
+  const auto slot = [&](int q) { return node_->slot(q, set); };
   if (call.kind != CollectiveKind::Broadcast || r == call.peer) {
     std::memcpy(slot(r), bytes_of(call.in), bytes);
   }
-  node_->barrier(seq);
-  const DType dtype = call.dtype();
-  char* out = bytes_of(call.out);
+  node_->barrier(node_barriers_++);
   switch (call.kind) {
     case CollectiveKind::Broadcast:
-      if (r != call.peer) std::memcpy(out, slot(call.peer), bytes);
+      if (r != call.peer) std::memcpy(bytes_of(call.out), slot(call.peer), bytes);
       break;
     case CollectiveKind::AllGatherIntoTensor:
-      for (int q = 0; q < n; ++q) {
+      for (int q = 0; q < size(); ++q) {
+        char* block = bytes_of(call.out) + q * bytes;
         // In place, this rank's block is already where it belongs.
-        if (out + q * bytes != bytes_of(call.in)) std::memcpy(out + q * bytes, slot(q), bytes);
+        if (block != bytes_of(call.in)) std::memcpy(block, slot(q), bytes);
       }
       break;
     case CollectiveKind::AllToAllSingle: {
-      const size_t block = bytes / static_cast<size_t>(n);
-      for (int q = 0; q < n; ++q) std::memcpy(out + q * block, slot(q) + r * block, block);
+      const size_t block = bytes / static_cast<size_t>(size());
+      for (int q = 0; q < size(); ++q) {
+        std::memcpy(bytes_of(call.out) + q * block, slot(q) + r * block, block);
+      }
       break;
     }
+    case CollectiveKind::ReduceScatterTensor:
+      reduce_slots(call, set, static_cast<int64_t>(r) * call.out.numel(), call.out.numel(),
+                   bytes_of(call.out));
+      break;
     case CollectiveKind::AllReduce:
-    case CollectiveKind::ReduceScatterTensor: {
-      // Every rank reduces in the same order, so all_reduce results agree bit for bit.
-      const bool scatter = call.kind == CollectiveKind::ReduceScatterTensor;
-      const size_t offset = scatter ? static_cast<size_t>(r) * call.out.nbytes() : 0;
-      std::vector<const void*> ins(static_cast<size_t>(n));
-      for (int q = 0; q < n; ++q) ins[static_cast<size_t>(q)] = slot(q) + offset;
-      reduce_n(dtype, call.op, out, ins.data(), n, call.out.numel());
+      node_all_reduce(call, set);
       break;
-    }
     default:
       TS_INTERNAL_ASSERT(false, "no shared-memory path for ", call.name());
   }
   return true;
+}
+
+void ProcessGroupMPI::reduce_slots(const Call& call, uint64_t set, int64_t begin, int64_t count,
+                                   char* out) {
+  const int n = size();
+  const auto offset = begin * static_cast<int64_t>(element_size(call.dtype()));
+  std::vector<const void*> ins(static_cast<size_t>(n));
+  for (int q = 0; q < n; ++q) ins[static_cast<size_t>(q)] = node_->slot(q, set) + offset;
+  reduce_n(call.dtype(), call.op, out, ins.data(), n, count);
+}
+
+void ProcessGroupMPI::node_all_reduce(const Call& call, uint64_t set) {
+  const int64_t count = call.in.numel();
+  // Every rank reduces the whole tensor, in the same order, so the results agree bit for bit:
+  // for small tensors one barrier costs more than the redundant arithmetic.
+  constexpr size_t kWholeBytes = 16 * 1024;
+  if (call.in.nbytes() <= kWholeBytes) return reduce_slots(call, set, 0, count, bytes_of(call.out));
+  // Larger: rank r reduces chunk r into its own slot (only it reads that part of its slot), and
+  // after a second barrier everyone copies every chunk from its owner's slot.
+  const int n = size();
+  const size_t es = element_size(call.dtype());
+  const auto chunk = [&](int q) { return chunk_begin(count, n, q, es); };
+  const int r = rank();
+  const auto at = [&](int q) { return static_cast<int64_t>(es) * chunk(q); };
+  reduce_slots(call, set, chunk(r), chunk(r + 1) - chunk(r), node_->slot(r, set) + at(r));
+  node_->barrier(node_barriers_++);
+  for (int q = 0; q < n; ++q) {
+    std::memcpy(bytes_of(call.out) + at(q), node_->slot(q, set) + at(q),
+                static_cast<size_t>(at(q + 1) - at(q)));
+  }
 }
 
 }  // namespace tessera::dist::detail

@@ -32,6 +32,9 @@ class ProcessGroupMPI final : public ProcessGroup {
   // Small collectives through shared memory when the group is on one machine; false when the call
   // goes through MPI instead (node_collectives.cpp).
   bool run_on_node(const Call& call);
+  // out = op over the ranks' slots (of set `set`) of elements [begin, begin + count).
+  void reduce_slots(const Call& call, uint64_t set, int64_t begin, int64_t count, char* out);
+  void node_all_reduce(const Call& call, uint64_t set);
   // Checked mode: all-gathers the signatures and checks them on every rank alike.
   void check_agreement_across(const CallSignature& sig);
   void all_reduce(const Call& call);
@@ -53,7 +56,8 @@ class ProcessGroupMPI final : public ProcessGroup {
   std::vector<char> scratch_;  // reused across calls: fresh pages are slow to touch
   std::shared_ptr<ProgressThread> progress_;
   std::unique_ptr<NodeBuffers> node_;  // null unless every rank is on this machine
-  uint64_t node_calls_ = 0;            // collectives through node_ so far
+  uint64_t node_calls_ = 0;            // collectives through node_ so far (their slot sets)
+  uint64_t node_barriers_ = 0;         // barriers on node_ so far
 };
 
 }  // namespace tessera::dist::detail
