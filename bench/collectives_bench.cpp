@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -145,23 +146,46 @@ struct Row {
   double reference_s;
 };
 
+// Prints one table per op (Tessera's busbw beside the reference's, and the ratio), then a line
+// per op: the geometric mean of its ratios over the sizes from min_bytes_for_target up, and the
+// lowest. Returns the lowest ratio over all ops and those sizes.
 double print_tables(const std::vector<std::vector<Row>>& results, const char* reference,
                     bool reference_is_memcpy, int64_t min_bytes_for_target) {
   double worst = 1e30;
+  std::vector<std::string> summary;
   for (size_t o = 0; o < kOps.size(); ++o) {
     fmt::print("\n{:<22} {:>9} {:>12} {:>14} {:>14} {:>7}\n", kOps[o].name, "size", "time (us)",
                "busbw GB/s", fmt::format("{} GB/s", reference), "ratio");
+    double log_sum = 0.0;
+    int counted = 0;
+    double lowest = 1e30;
+    int64_t lowest_at = 0;
     for (const Row& r : results[o]) {
       const double bus = gbps(r.bytes, r.tessera_s, kOps[o].bus_factor);
       // memcpy moves `bytes` per call: its bandwidth is the link speed busbw compares with.
       const double ref =
           gbps(r.bytes, r.reference_s, reference_is_memcpy ? 1.0 : kOps[o].bus_factor);
       const double ratio = bus / ref;
-      if (r.bytes >= min_bytes_for_target) worst = std::min(worst, ratio);
+      if (r.bytes >= min_bytes_for_target) {
+        log_sum += std::log(ratio);
+        ++counted;
+        if (ratio < lowest) {
+          lowest = ratio;
+          lowest_at = r.bytes;
+        }
+      }
       fmt::print("{:<22} {:>9} {:>12.1f} {:>14.2f} {:>14.2f} {:>6.2f}x\n", "", size_name(r.bytes),
                  r.tessera_s * 1e6, bus, ref, ratio);
     }
+    if (counted > 0) {
+      worst = std::min(worst, lowest);
+      summary.push_back(fmt::format("  {:<22} geometric mean {:.2f}x, lowest {:.2f}x at {}",
+                                    kOps[o].name, std::exp(log_sum / counted), lowest,
+                                    size_name(lowest_at)));
+    }
   }
+  fmt::print("\nbusbw / {} from {} up, per op:\n", reference, size_name(min_bytes_for_target));
+  for (const std::string& line : summary) fmt::print("{}\n", line);
   return worst;
 }
 
