@@ -116,6 +116,18 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
 
 namespace detail {
 
+namespace {
+
+// Rows of zero elements (x is [4, 0, 9] normalized over [0, 9]) have no kernel work, but their
+// statistics exist: NaN, as torch.mean and torch.var of nothing.
+void fill_empty_row_statistics(const Tensor& mean, const Tensor& rstd) {
+  for (Tensor t : {mean, rstd}) {  // handles: fill_ writes the shared storage
+    if (t.defined() && t.numel() > 0) t.fill_(std::numeric_limits<double>::quiet_NaN());
+  }
+}
+
+}  // namespace
+
 NormForward layer_norm_forward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                                const Tensor& bias, double eps) {
   const char* op = "layer_norm";
@@ -128,6 +140,8 @@ NormForward layer_norm_forward(const Tensor& x, const Shape& normalized_shape, c
   Tensor rstd = Tensor::make_empty(lead, stat_dtype(x.dtype()), x.device());
   if (x.numel() > 0) {
     kernels_for(x, op).layer_norm(out, mean, rstd, x, weight, bias, normalized_shape.ndim(), eps);
+  } else {
+    fill_empty_row_statistics(mean, rstd);
   }
   return {out, mean, rstd};
 }
@@ -151,6 +165,8 @@ NormForward rms_norm_forward(const Tensor& x, const Shape& normalized_shape, con
   Tensor rstd = Tensor::make_empty(lead, stat_dtype(x.dtype()), x.device());
   if (x.numel() > 0) {
     kernels_for(x, op).rms_norm(out, rstd, x, weight, normalized_shape.ndim(), e);
+  } else {
+    fill_empty_row_statistics(Tensor(), rstd);
   }
   return {out, Tensor(), rstd};
 }

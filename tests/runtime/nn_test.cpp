@@ -4,6 +4,7 @@
 #include <limits>
 #include <random>
 
+#include "runtime/ops/nn_internal.h"
 #include "tessera/tessera.h"
 
 using namespace tessera;
@@ -243,6 +244,15 @@ TEST_CASE("layer_norm is stable, mixed-precision and zero-size safe", "[nn][laye
   Tensor big = make({513, 300}, kFloat32, 33, 3.0);
   check_close(layer_norm(big, {300}), ref_norm(vals(big), 300, {}, {}, 1e-5, false), 1e-5);
   CHECK(layer_norm(make({0, 4}, kFloat32, 1), {4}).sizes() == Shape{0, 4});
+  // Rows of no elements: an empty output, and statistics that say so (NaN, never stale memory).
+  const Tensor no_columns = make({4, 0, 9}, kFloat32, 1);
+  const detail::NormForward ln = detail::layer_norm_forward(no_columns, {0, 9}, {}, {}, 1e-5);
+  const detail::NormForward rms = detail::rms_norm_forward(no_columns, {0, 9}, {}, {});
+  CHECK(ln.out.sizes() == Shape{4, 0, 9});
+  for (const Tensor& stat : {ln.mean, ln.rstd, rms.rstd}) {
+    REQUIRE(stat.numel() == 4);
+    for (double v : vals(stat)) CHECK(std::isnan(v));
+  }
 }
 
 TEST_CASE("layer_norm and rms_norm reject bad shapes and dtypes", "[nn][layer_norm][rms_norm]") {
