@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include "runtime/error.h"
@@ -10,7 +11,18 @@
 namespace tessera {
 
 namespace {
-int default_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+// As PyTorch: OMP_NUM_THREADS when it holds a positive number, else every hardware thread.
+int default_threads() {
+  static const int threads = [] {
+    if (const char* env = std::getenv("OMP_NUM_THREADS")) {
+      char* end = nullptr;
+      const long n = std::strtol(env, &end, 10);
+      if (end != env && *end == '\0' && n >= 1 && n <= 4096) return static_cast<int>(n);
+    }
+    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }();
+  return threads;
+}
 thread_local int t_num_threads = 0;  // 0: not set, use the default
 }  // namespace
 

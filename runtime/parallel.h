@@ -7,6 +7,8 @@
 
 namespace tessera {
 
+// This thread's intra-op threads; by default OMP_NUM_THREADS when it holds a positive number,
+// else every hardware thread (as PyTorch). run_threads divides the caller's among its ranks.
 void set_num_threads(int n);
 int get_num_threads();
 

@@ -544,8 +544,11 @@ ProcessGroupPtr make_mpi_world(const InitOptions& options) {
   int local_ranks = 1;
   TS_MPI_CHECK(MPI_Comm_size(node, &local_ranks));
   TS_MPI_CHECK(MPI_Comm_free(&node));
-  const int hardware = static_cast<int>(std::thread::hardware_concurrency());
-  set_num_threads(std::max(1, hardware / local_ranks));
+  // OMP_NUM_THREADS, where set, already says how many threads each process should use.
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    const int hardware = static_cast<int>(std::thread::hardware_concurrency());
+    set_num_threads(std::max(1, hardware / local_ranks));
+  }
 
   MPI_Comm comm = MPI_COMM_NULL;
   TS_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));

@@ -38,8 +38,8 @@ void run_threads(int world_size, const std::function<void(ProcessGroupPtr world)
            options.timeout.count(), " ms");
   auto world = std::make_shared<detail::ThreadsWorld>(world_size);
   const std::vector<int> ranks = iota_ranks(world_size);
-  const int hardware = static_cast<int>(std::thread::hardware_concurrency());
-  const int threads_per_rank = std::max(1, hardware / world_size);
+  // The ranks share the caller's intra-op threads (OMP_NUM_THREADS, or every hardware thread).
+  const int threads_per_rank = std::max(1, get_num_threads() / world_size);
 
   std::mutex failure_mutex;
   std::exception_ptr first_failure;
