@@ -339,10 +339,10 @@ void copy_runs(std::vector<ByteRun>& runs, size_t transfer_bytes) {
       if (m == 3) common = stream_group<3>(&runs[k]);
       if (m == 2) common = stream_group<2>(&runs[k]);
       if (m == 1) {
-        stream_copy(runs[k].dst, runs[k].src, runs[k].bytes);
-        common = runs[k].bytes;
+        stream_copy(runs[k].dst, runs[k].src, runs[k].bytes);  // tail included
+      } else {
+        for (size_t j = k; j < k + m; ++j) finish(runs[j], common);
       }
-      for (size_t j = k; j < k + m; ++j) finish(runs[j], common);
       k += m;
     }
     return;

@@ -1,7 +1,6 @@
 #include "collectives/mpi/node_buffers.h"
 
 #include <fcntl.h>
-#include <immintrin.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -88,10 +87,11 @@ void NodeBuffers::barrier(uint64_t number) const {
   auto* arrivals = reinterpret_cast<uint64_t*>(base_);
   const uint64_t target = (number + 1) * static_cast<uint64_t>(size_);
   __atomic_add_fetch(arrivals, 1, __ATOMIC_SEQ_CST);
-  for (int spin = 0; __atomic_load_n(arrivals, __ATOMIC_ACQUIRE) < target; ++spin) {
-    // More ranks than cores is common (oversubscribed jobs): yield after a short spin.
-    if (spin < 64) {
-      _mm_pause();
+  // More ranks than cores is common (oversubscribed jobs): yield after a short spin.
+  int spins = 0;
+  while (__atomic_load_n(arrivals, __ATOMIC_ACQUIRE) < target) {
+    if (spins < 64) {
+      ++spins;
     } else {
       sched_yield();
     }
