@@ -9,34 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/strided_dims.h"
 #include "runtime/tensor.h"
 
 namespace tessera::detail {
-
-// (size, element stride) pairs, outer to inner.
-struct Dims {
-  std::vector<int64_t> sizes, strides;
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t s : sizes) n *= s;
-    return n;
-  }
-  void append(int64_t size, int64_t stride) {
-    if (!sizes.empty() && strides.back() == stride * size) {
-      sizes.back() *= size;
-      strides.back() = stride;
-    } else {
-      sizes.push_back(size);
-      strides.push_back(stride);
-    }
-  }
-  Dims without_last() const {
-    Dims d = *this;
-    d.sizes.pop_back();
-    d.strides.pop_back();
-    return d;
-  }
-};
 
 struct ReductionGeometry {
   Dims keep;            // kept dims in output order; the output is contiguous over them

@@ -1,8 +1,10 @@
 #include "collectives/threads/strided_runs.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "collectives/local_kernels.h"
+#include "runtime/strided_dims.h"
 
 namespace tessera::dist::detail {
 
@@ -13,23 +15,14 @@ RunCursor::RunCursor(const Tensor& t, int64_t begin)
       numel_(t.numel()),
       index_(begin) {
   // Merge dims that are contiguous with their inner neighbour; size-1 dims never matter.
+  ::tessera::detail::Dims dims;
   for (size_t d = 0; d < t.sizes().size(); ++d) {
-    const int64_t size = t.sizes()[d];
-    const int64_t stride = t.strides()[d];
-    if (size == 1) continue;
-    if (!sizes_.empty() && strides_.back() == stride * size) {
-      sizes_.back() *= size;
-      strides_.back() = stride;
-    } else {
-      sizes_.push_back(size);
-      strides_.push_back(stride);
-    }
+    if (t.sizes()[d] != 1) dims.append(t.sizes()[d], t.strides()[d]);
   }
   // An innermost dim that is not unit-stride becomes an outer dim of runs of one element.
-  if (sizes_.empty() || strides_.back() != 1) {
-    sizes_.push_back(1);
-    strides_.push_back(1);
-  }
+  if (dims.sizes.empty() || dims.strides.back() != 1) dims.append(1, 1);
+  sizes_ = std::move(dims.sizes);
+  strides_ = std::move(dims.strides);
   if (index_ < numel_) seek();
 }
 
