@@ -69,9 +69,40 @@ TEST_CASE(
     dist::run_threads(n, [&](dist::ProcessGroupPtr pg) {
       std::vector<std::string> found = coll_test::check_strided_collectives(pg, 3, 2);
       for (auto& f : coll_test::check_strided_collectives(pg, 2601, 13)) found.push_back(f);
+      // Outputs of 4.7 MiB and more: the copies stream (Note [Streaming copies]), rows of
+      // 2400 bytes start off 16-byte boundaries and end in partial lines.
+      for (auto& f : coll_test::check_strided_collectives(pg, 2048, 300)) found.push_back(f);
       std::lock_guard<std::mutex> lock(mutex);
       for (const auto& f : found)
         failures.push_back("rank " + std::to_string(pg->rank()) + ": " + f);
+    });
+    INFO("world " << n);
+    for (const auto& f : failures) FAIL_CHECK(f);
+  }
+}
+
+TEST_CASE("threads: large contiguous all_gather into a misaligned output streams exactly",
+          "[collectives][threads]") {
+  // Blocks of (1 << 20) + 3 float32 (over 4 MiB: streamed in groups of four pages), written one
+  // element past the start of the output buffer (destinations off 16-byte boundaries, tails in
+  // partial lines).
+  const int64_t count = (int64_t{1} << 20) + 3;
+  for (int n : {1, 2, 4}) {
+    std::mutex mutex;
+    std::vector<std::string> failures;
+    dist::run_threads(n, [&](dist::ProcessGroupPtr pg) {
+      const auto block = [&](int q) {
+        return ts::arange(0, static_cast<double>(count), 1, ts::kFloat32) + q * 7.0;
+      };
+      const ts::Tensor buffer = ts::zeros({n * count + 1}, ts::kFloat32);
+      const ts::Tensor out = buffer.narrow(0, 1, n * count);
+      pg->all_gather_into_tensor(out, block(pg->rank()))->wait();
+      std::vector<ts::Tensor> parts;
+      for (int q = 0; q < n; ++q) parts.push_back(block(q));
+      const bool ok =
+          ts::equal(out, ts::cat(parts, 0)) && buffer.narrow(0, 0, 1).item<float>() == 0.0f;
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!ok) failures.push_back("rank " + std::to_string(pg->rank()) + ": output differs");
     });
     INFO("world " << n);
     for (const auto& f : failures) FAIL_CHECK(f);
