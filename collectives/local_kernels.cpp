@@ -252,49 +252,19 @@ inline void stream_line(char* dst, const char* src) {
   _mm_stream_si128(to + 3, d);
 }
 
-// Large copies walk four pages at once, a line of each in turn, prefetching the next four: on
-// these machines four ranks streaming one page at a time each reach ~0.75 of what glibc's large
-// memcpy (which interleaves pages the same way) reaches, and the interleaved walk matches it.
-constexpr size_t kPageBytes = 4096;
-constexpr size_t kPagesAtOnce = 4;
-#endif
-
-void stream_copy(char* dst, const char* src, size_t nbytes) {
-#if defined(__SSE2__)
-  const size_t head = std::min(nbytes, (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16);
-  std::memcpy(dst, src, head);
-  dst += head;
-  src += head;
-  nbytes -= head;
-  constexpr size_t kGroup = kPageBytes * kPagesAtOnce;
-  size_t done = 0;
-  for (; done + kGroup <= nbytes; done += kGroup) {
-    for (size_t p = 0; p < kPagesAtOnce; ++p) {
-      _mm_prefetch(src + done + kGroup + p * kPageBytes, _MM_HINT_T0);
-    }
-    for (size_t line = 0; line < kPageBytes; line += 64) {
-      for (size_t p = 0; p < kPagesAtOnce; ++p) {
-        const size_t at = done + p * kPageBytes + line;
-        stream_line(dst + at, src + at);
-      }
-    }
-  }
-  const size_t body = done + ((nbytes - done) & ~size_t{63});
-  for (; done < body; done += 64) stream_line(dst + done, src + done);
-  std::memcpy(dst + body, src + body, nbytes - body);
-#else
-  std::memcpy(dst, src, nbytes);
-#endif
+// Copies the bytes before r's destination reaches a 16-byte boundary plainly and moves r past
+// them: streaming stores need aligned destinations.
+void copy_head(ByteRun& r) {
+  const size_t head = std::min(r.bytes, (16 - reinterpret_cast<uintptr_t>(r.dst) % 16) % 16);
+  if (head > 0) std::memcpy(r.dst, r.src, head);
+  r.dst += head;
+  r.src += head;
+  r.bytes -= head;
 }
 
-}  // namespace
-
-#if defined(__SSE2__)
-namespace {
-
-// Streams the whole lines of M runs, a line of each in turn. The pointers live in registers:
-// reloading them from the runs on every line costs ~10% of the copy when four ranks share two
-// cores. Returns the bytes done in each (the shortest body); the caller finishes the rest.
+// Streams the whole lines of M runs (aligned destinations), a line of each in turn. The pointers
+// live in registers: reloading them from the runs on every line costs ~10% of the copy when four
+// ranks share two cores. Returns the bytes done in each (the shortest body).
 template <int M>
 size_t stream_group(const ByteRun* r) {
   char* dst[M];
@@ -312,24 +282,47 @@ size_t stream_group(const ByteRun* r) {
   return common;
 }
 
-}  // namespace
+// Finishes r (aligned destination) from byte `done` on: whole lines streamed, the tail copied.
+void stream_rest(const ByteRun& r, size_t done) {
+  const size_t body = r.bytes & ~size_t{63};
+  for (size_t line = done; line < body; line += 64) stream_line(r.dst + line, r.src + line);
+  if (body < r.bytes) std::memcpy(r.dst + body, r.src + body, r.bytes - body);
+}
+
+// Large copies walk four pages at once, a line of each in turn, prefetching the next four: on
+// these machines four ranks streaming one page at a time each reach ~0.75 of what glibc's large
+// memcpy (which interleaves pages the same way) reaches, and the interleaved walk matches it.
+constexpr size_t kPageBytes = 4096;
+constexpr int kPagesAtOnce = 4;
 #endif
+
+void stream_copy(char* dst, const char* src, size_t nbytes) {
+#if defined(__SSE2__)
+  ByteRun r{dst, src, nbytes};
+  copy_head(r);
+  constexpr size_t kGroup = kPageBytes * kPagesAtOnce;
+  size_t done = 0;
+  for (; done + kGroup <= r.bytes; done += kGroup) {
+    ByteRun pages[kPagesAtOnce];
+    for (int p = 0; p < kPagesAtOnce; ++p) {
+      const size_t at = done + static_cast<size_t>(p) * kPageBytes;
+      _mm_prefetch(r.src + at + kGroup, _MM_HINT_T0);
+      pages[p] = {r.dst + at, r.src + at, kPageBytes};
+    }
+    stream_group<kPagesAtOnce>(pages);
+  }
+  stream_rest(r, done);
+#else
+  std::memcpy(dst, src, nbytes);
+#endif
+}
+
+}  // namespace
 
 void copy_runs(std::vector<ByteRun>& runs, size_t transfer_bytes) {
 #if defined(__SSE2__)
   if (transfer_bytes >= kStreamingBytes) {
-    for (ByteRun& r : runs) {
-      const size_t head = std::min(r.bytes, (16 - reinterpret_cast<uintptr_t>(r.dst) % 16) % 16);
-      if (head > 0) std::memcpy(r.dst, r.src, head);
-      r.dst += head;
-      r.src += head;
-      r.bytes -= head;
-    }
-    const auto finish = [](const ByteRun& r, size_t done) {
-      const size_t body = r.bytes & ~size_t{63};
-      for (size_t line = done; line < body; line += 64) stream_line(r.dst + line, r.src + line);
-      if (body < r.bytes) std::memcpy(r.dst + body, r.src + body, r.bytes - body);
-    };
+    for (ByteRun& r : runs) copy_head(r);
     // Four streams at a time, as the four-page walk of stream_copy; what remains goes two or
     // three at a time, and a single run alone as stream_copy walks it.
     for (size_t k = 0; k < runs.size();) {
@@ -339,9 +332,9 @@ void copy_runs(std::vector<ByteRun>& runs, size_t transfer_bytes) {
       if (m == 3) common = stream_group<3>(&runs[k]);
       if (m == 2) common = stream_group<2>(&runs[k]);
       if (m == 1) {
-        stream_copy(runs[k].dst, runs[k].src, runs[k].bytes);  // tail included
+        stream_copy(runs[k].dst, runs[k].src, runs[k].bytes);
       } else {
-        for (size_t j = k; j < k + m; ++j) finish(runs[j], common);
+        for (size_t j = k; j < k + m; ++j) stream_rest(runs[j], common);
       }
       k += m;
     }
