@@ -199,9 +199,9 @@ void ProcessGroupThreads::reduce_scatter_tensor(const Call& call, uint64_t seq) 
   }
   // The blocks interleave in the inputs (a scatter along an inner dim). Reducing only its own
   // block, a rank would read every input in short strided runs; instead each rank takes one slice
-  // of every block and reduces the blocks piece by piece in the inputs' memory order, writing each
-  // result into the peer that owns it (Note [Interleaved blocks]). The data phase that follows
-  // keeps every peer waiting until all its output is written.
+  // of every block and reduces it in the inputs' memory order, the current run of every block in
+  // turn, writing each result into the peer that owns it (Note [Interleaved blocks]). The data
+  // phase that follows keeps every peer waiting until all its output is written.
   const size_t es = call.out.element_size();
   const int64_t begin = chunk_begin(count, n, rank(), es);
   const int64_t end = chunk_begin(count, n, rank() + 1, es);
@@ -211,9 +211,10 @@ void ProcessGroupThreads::reduce_scatter_tensor(const Call& call, uint64_t seq) 
     std::fill(begins.begin(), begins.end(), q * count + begin);
     blocks.emplace_back(call.op, peer_call(seq, q).out, begin, ins, begins);
   }
-  const int64_t piece = interleaved_piece(es);
-  for (int64_t at = begin; at < end; at += piece) {
-    for (LogicalReduce& block : blocks) block.run(std::min(piece, end - at));
+  for (int64_t at = begin; at < end;) {
+    const int64_t step = std::min(end - at, blocks.front().input_run_left());
+    for (LogicalReduce& block : blocks) block.run(step);
+    at += step;
   }
 }
 

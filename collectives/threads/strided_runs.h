@@ -53,19 +53,17 @@ class RunCursor {
 // When the n blocks of a collective interleave in memory (the blocks of a shard along an inner
 // dim: block q of row i sits beside block q + 1 of the same row), visiting one block after the
 // other walks memory in short runs a stride apart, and on these machines that costs 10-20% over
-// a sequential walk of the same bytes. So the threads backend moves such blocks together: copies
-// take run i of every block at once (copy_runs), and reductions take a piece of every block in
-// turn, pieces small enough (a few rows) that the n runs of a piece lie close together and large
-// enough that walking them costs little. Where the blocks interleave in the inputs
-// (reduce_scatter, all_to_all), each rank walks its own input and writes into the peers' outputs.
-constexpr int64_t kInterleavedPieceBytes = int64_t{64} << 10;
-inline int64_t interleaved_piece(size_t element_size) {
-  return kInterleavedPieceBytes / static_cast<int64_t>(element_size);
-}
+// a sequential walk of the same bytes. So the threads backend moves such blocks together, in
+// memory order: copies take run i of every block at once (copy_runs), and reductions take the
+// current run of every block in turn, so that one round covers a row of every input. (Pieces of
+// a few rows of one block, then of the next, read 3-5% slower at 4096 x 4096 float32 on 4 ranks,
+// and pieces cutting rows in two 10% slower: the hardware prefetcher follows one sequential
+// stream best.) Where the blocks interleave in the inputs (reduce_scatter, all_to_all), each
+// rank walks its own input and writes into the peers' outputs.
 
 // Copies dst's logical elements from dst_begin on from src's from src_begin on (same dtype), a
 // `count` at a time: each run() continues where the last stopped, so a caller that moves several
-// tensors piece by piece (Note [Interleaved blocks]) places its cursors once.
+// tensors run by run (Note [Interleaved blocks]) places its cursors once.
 // transfer_bytes: the size of the collective this copy belongs to (see copy_bytes).
 class LogicalCopy {
  public:
@@ -91,6 +89,8 @@ class LogicalReduce {
   LogicalReduce(ReduceOp op, const Tensor& out, int64_t out_begin,
                 const std::vector<const Tensor*>& ins, const std::vector<int64_t>& in_begins);
   void run(int64_t count);
+  // Elements from the current one to the end of the first input's contiguous run.
+  int64_t input_run_left() const { return from_.front().run_left(); }
 
  private:
   ReduceOp op_;

@@ -30,9 +30,9 @@ inline tessera::Tensor column_blocks(const tessera::Tensor& t, int n) {
 // The [rows, cols] tensor t as a transposed view of fresh [cols, rows] memory, with t's values.
 inline tessera::Tensor transposed_copy(const tessera::Tensor& t) { return t.t().contiguous().t(); }
 
-// Each block is [rows, width]. Blocks (and reduce_scatter's slices: 1 / n of a block) larger
-// than a piece of Note [Interleaved blocks] (8192 float64 elements) make the threads backend move
-// them in several pieces, with piece and rank boundaries in the middle of rows.
+// Each block is [rows, width]. Widths that do not divide reduce_scatter's slices (1 / n of a
+// block, rounded to a cache line) put the threads backend's rank boundaries in the middle of rows,
+// where a rank's first run of every block (Note [Interleaved blocks]) is a partial one.
 inline std::vector<std::string> check_strided_collectives(const tessera::dist::ProcessGroupPtr& pg,
                                                           int64_t rows, int64_t width) {
   namespace ts = tessera;
