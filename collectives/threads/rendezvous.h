@@ -9,7 +9,7 @@
 // end barrier keeps each rank's tensors alive and unchanged until every peer is done reading.
 // Slots are double-buffered by collective parity: a rank can only reuse a slot two collectives
 // later, after every peer has passed barrier A of the collective in between, i.e. stopped reading.
-// Waits spin briefly, then block on a condition variable with a deadline. A rank gives up when
+// Waits yield briefly, then block on a condition variable with a deadline. A rank gives up when
 // the deadline passes (it then aborts the group), when the group or its world is aborted (a rank
 // failed), or when a member it waits for has left run_threads. Failure is sticky: an aborted
 // group fails every later collective.
@@ -40,8 +40,6 @@ class ThreadsWorld : public std::enable_shared_from_this<ThreadsWorld> {
   explicit ThreadsWorld(int size);
 
   int size() const { return static_cast<int>(exited_.size()); }
-  // How many times a waiting rank yields before it blocks.
-  int spins() const { return spins_; }
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
   std::string abort_reason() const;
   // A rank failed: every group of this world fails its pending and later collectives.
@@ -72,7 +70,6 @@ class ThreadsWorld : public std::enable_shared_from_this<ThreadsWorld> {
   };
   std::map<std::string, Pending> pending_groups_;
   std::vector<std::vector<std::weak_ptr<ProgressThread>>> progress_;
-  int spins_;
 };
 
 // What a rank publishes for one collective (see Note [Threads rendezvous]).
