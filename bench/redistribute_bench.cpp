@@ -18,7 +18,7 @@ namespace ts = tessera;
 
 namespace {
 
-constexpr int kIters = 41;
+constexpr int kIters = 101;
 const ts::Shape kShape{4096, 4096};  // 64 MiB of float32
 
 double seconds_of(const ts::dist::ProcessGroupPtr& world, const std::function<void()>& f) {
