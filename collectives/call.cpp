@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <ostream>
 
 namespace tessera::dist::detail {
 
@@ -16,6 +17,14 @@ std::string per_rank(size_t n, F&& value) {
   std::string s;
   for (size_t r = 0; r < n; ++r) s += fmt::format("{}rank {}: {}", r ? ", " : "", r, value(r));
   return s;
+}
+
+// The group's description, formatted only when a message is built: checks run on every call.
+struct GroupName {
+  const ProcessGroup& group;
+};
+std::ostream& operator<<(std::ostream& os, const GroupName& name) {
+  return os << name.group.describe();
 }
 
 template <typename T, typename F>
@@ -95,7 +104,7 @@ void check_agreement(const CallSignature& mine, const std::vector<CallSignature>
                      const ProcessGroup& group) {
   const char* op = collective_name(mine.kind).data();
   const size_t n = sigs.size();
-  const std::string where = group.describe();
+  const GroupName where{group};
   TS_CHECK(all_equal<CollectiveKind>(sigs, [](const auto& s) { return s.kind; }), "[", op,
            "] the members of ", where, " issued different collectives: ",
            per_rank(n, [&](size_t r) { return collective_name(sigs[r].kind); }));
