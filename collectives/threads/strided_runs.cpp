@@ -55,6 +55,29 @@ void RunCursor::next_run() {
   left_ = sizes_.back();
 }
 
+void RunCursor::skip(int64_t k) {
+  index_ += k;
+  if (index_ < numel_) {
+    seek();
+  } else {
+    left_ = 0;
+  }
+}
+
+int64_t RunCursor::rows(int64_t length, int64_t& stride) const {
+  if (left_ >= 2 * length) {
+    stride = length;
+    return left_ / length;
+  }
+  if (left_ == length && length == sizes_.back() && sizes_.size() >= 2) {
+    const size_t d = sizes_.size() - 2;
+    stride = strides_[d];
+    return sizes_[d] - coords_[d];
+  }
+  stride = 0;
+  return 1;
+}
+
 LogicalCopy::LogicalCopy(const Tensor& dst, int64_t dst_begin, const Tensor& src, int64_t src_begin,
                          size_t transfer_bytes)
     : to_(dst, dst_begin),
@@ -81,14 +104,103 @@ ByteRun LogicalCopy::next(int64_t max_count) {
   return run;
 }
 
+LogicalCopy::Rows LogicalCopy::rows(int64_t length) const {
+  int64_t dst_stride = 0;
+  int64_t src_stride = 0;
+  const int64_t count = std::min(to_.rows(length, dst_stride), from_.rows(length, src_stride));
+  return {to_.data(), from_.data(), dst_stride * element_size_, src_stride * element_size_, count};
+}
+
+void LogicalCopy::skip(int64_t count) {
+  to_.skip(count);
+  from_.skip(count);
+}
+
+namespace {
+
+// Rows at least this long that lie back to back in each block's destination are copied four rows
+// of one block at a time (see copy_rows).
+constexpr size_t kBlockMajorRowBytes = 512;
+
+// `rows` rows of every grid, four runs to each copy_runs call. Where each block's rows lie back to
+// back in its destination (blocks pushed into separate outputs), four rows of one block go
+// together, so that the destination fills in one sweep: taking row r of every block in turn
+// writes n destinations at once, at equal offsets of equally aligned buffers. Against one
+// contiguous all_to_all (4 ranks, 64 MiB): rows of 1-2 KiB 1.03-1.07x this way, 1.4-1.9x row by
+// row; 512 B 1.55x against 1.75x; but 256 B 2.3x against 1.5x, hence kBlockMajorRowBytes.
+// Otherwise (the rows of the blocks side by side in the destination, as in a gather along an
+// inner dim) row r of every block goes together, so that the destination row fills in order.
+void copy_rows(const std::vector<LogicalCopy::Rows>& grids, int64_t rows, size_t bytes,
+               size_t transfer_bytes, std::vector<ByteRun>& runs) {
+  bool block_major = bytes >= kBlockMajorRowBytes;
+  for (const LogicalCopy::Rows& g : grids) {
+    block_major = block_major && g.dst_stride == static_cast<int64_t>(bytes);
+  }
+  const auto run = [&](const LogicalCopy::Rows& g, int64_t r) {
+    return ByteRun{g.dst + r * g.dst_stride, g.src + r * g.src_stride, bytes};
+  };
+  constexpr int64_t kRowsAtOnce = 4;
+  runs.clear();
+  if (block_major) {
+    for (int64_t r0 = 0; r0 < rows; r0 += kRowsAtOnce) {
+      for (const LogicalCopy::Rows& g : grids) {
+        for (int64_t r = r0; r < std::min(rows, r0 + kRowsAtOnce); ++r) runs.push_back(run(g, r));
+        copy_runs(runs, transfer_bytes);
+        runs.clear();
+      }
+    }
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    for (const LogicalCopy::Rows& g : grids) runs.push_back(run(g, r));
+    if (runs.size() >= kRowsAtOnce || r + 1 == rows) {
+      copy_runs(runs, transfer_bytes);
+      runs.clear();
+    }
+  }
+}
+
+}  // namespace
+
 void copy_interleaved(std::vector<LogicalCopy>& blocks, const std::vector<int64_t>& counts,
                       size_t transfer_bytes) {
   std::vector<int64_t> left = counts;
   std::vector<ByteRun> runs;
-  // A round takes the next run of every block; with fewer than four blocks, rounds repeat until
-  // four runs stream together (copy_runs).
   runs.reserve(std::max<size_t>(4, 2 * blocks.size()));
+  std::vector<LogicalCopy::Rows> grids;
+  grids.reserve(blocks.size());
   while (true) {
+    // Where every unfinished block goes on in runs of one length at constant strides (the usual
+    // case: equal blocks of a shard), many rows are copied without stepping the cursors run by
+    // run, which cost as much as the copy itself for runs of a few hundred bytes.
+    grids.clear();
+    int64_t length = 0;
+    int64_t rows = 0;
+    for (size_t q = 0; q < blocks.size(); ++q) {
+      if (left[q] == 0) continue;
+      const int64_t l = std::min(blocks[q].run_left(), left[q]);
+      if (grids.empty()) {
+        length = l;
+        rows = left[q] / l;
+      } else if (l != length) {
+        rows = 0;
+        break;
+      }
+      grids.push_back(blocks[q].rows(length));
+      rows = std::min({rows, grids.back().count, left[q] / length});
+    }
+    if (rows >= 2) {
+      copy_rows(grids, rows, static_cast<size_t>(length * blocks.front().element_size()),
+                transfer_bytes, runs);
+      for (size_t q = 0; q < blocks.size(); ++q) {
+        if (left[q] == 0) continue;
+        blocks[q].skip(rows * length);
+        left[q] -= rows * length;
+      }
+      continue;
+    }
+    // Otherwise a round takes the next run of every block; with fewer than four blocks, rounds
+    // repeat until four runs stream together (copy_runs).
     runs.clear();
     bool more = true;
     while (more && runs.size() < 4) {

@@ -8,6 +8,7 @@
 // shortest run among them, so each step is one memcpy or one reduce_n call; a contiguous tensor
 // is a single run.
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -32,6 +33,12 @@ class RunCursor {
     ptr_ += k * element_size_;
     if (left_ == 0 && index_ < numel_) next_run();
   }
+  // Moves k elements ahead, across runs.
+  void skip(int64_t k);
+  // How many rows of `length` <= run_left() elements, `stride` elements apart, follow from
+  // data() on: the rest of one run cut into rows, or whole runs of exactly `length` along the
+  // next dim out; 1 when neither.
+  int64_t rows(int64_t length, int64_t& stride) const;
 
  private:
   void seek();
@@ -54,12 +61,13 @@ class RunCursor {
 // dim: block q of row i sits beside block q + 1 of the same row), visiting one block after the
 // other walks memory in short runs a stride apart, and on these machines that costs 10-20% over
 // a sequential walk of the same bytes. So the threads backend moves such blocks together, in
-// memory order: copies take run i of every block at once (copy_runs), and reductions take the
-// current run of every block in turn, so that one round covers a row of every input. (Pieces of
-// a few rows of one block, then of the next, read 3-5% slower at 4096 x 4096 float32 on 4 ranks,
-// and pieces cutting rows in two 10% slower: the hardware prefetcher follows one sequential
-// stream best.) Where the blocks interleave in the inputs (reduce_scatter, all_to_all), each
-// rank walks its own input and writes into the peers' outputs.
+// memory order: copies take run i of every block at once (copy_runs; blocks pushed into separate
+// outputs go four rows of one block at a time instead, see copy_rows in strided_runs.cpp), and
+// reductions take the current run of every block in turn, so that one round covers a row of
+// every input. (Pieces of a few rows of one block, then of the next, read 3-5% slower at
+// 4096 x 4096 float32 on 4 ranks, and pieces cutting rows in two 10% slower: the hardware
+// prefetcher follows one sequential stream best.) Where the blocks interleave in the inputs
+// (reduce_scatter, all_to_all), each rank walks its own input and writes into the peers' outputs.
 
 // Copies dst's logical elements from dst_begin on from src's from src_begin on (same dtype), a
 // `count` at a time: each run() continues where the last stopped, so a caller that moves several
@@ -74,6 +82,20 @@ class LogicalCopy {
   // The next contiguous run, of at most max_count elements, stepping past it without copying.
   ByteRun next(int64_t max_count);
   int64_t element_size() const { return element_size_; }
+
+  // Elements up to the end of the current run of either tensor.
+  int64_t run_left() const { return std::min(to_.run_left(), from_.run_left()); }
+  // Rows of `length` <= run_left() elements that follow from here at constant strides in both
+  // tensors (at least 1); the cursors stay where they are (skip() moves them).
+  struct Rows {
+    char* dst;
+    const char* src;
+    int64_t dst_stride;  // bytes
+    int64_t src_stride;
+    int64_t count;
+  };
+  Rows rows(int64_t length) const;
+  void skip(int64_t count);
 
  private:
   RunCursor to_;
