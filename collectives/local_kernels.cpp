@@ -117,31 +117,29 @@ void reduce_fixed(T* out, const T* const* ins, int64_t begin, int64_t end) {
   }
 }
 
+// Elements [begin, end) of out and the inputs, on the calling thread.
 template <typename T, typename Op, bool kAvg = false>
-void run(void* out, const void* const* ins, int n, int64_t count) {
+void reduce_serial(void* out, const void* const* ins, int n, int64_t begin, int64_t end) {
   T* o = static_cast<T*>(out);
   const T* const* in = reinterpret_cast<const T* const*>(ins);
-  parallel_for(0, count, kGrain, [&](int64_t begin, int64_t end) {
-    switch (n) {
-      case 2:
-        return reduce_fixed<T, Op, kAvg, 2>(o, in, begin, end);
-      case 3:
-        return reduce_fixed<T, Op, kAvg, 3>(o, in, begin, end);
-      case 4:
-        return reduce_fixed<T, Op, kAvg, 4>(o, in, begin, end);
-      case 8:
-        return reduce_fixed<T, Op, kAvg, 8>(o, in, begin, end);
-      default:
-        return reduce_range<T, Op, kAvg>(o, in, n, begin, end);
-    }
-  });
+  switch (n) {
+    case 2:
+      return reduce_fixed<T, Op, kAvg, 2>(o, in, begin, end);
+    case 3:
+      return reduce_fixed<T, Op, kAvg, 3>(o, in, begin, end);
+    case 4:
+      return reduce_fixed<T, Op, kAvg, 4>(o, in, begin, end);
+    case 8:
+      return reduce_fixed<T, Op, kAvg, 8>(o, in, begin, end);
+    default:
+      return reduce_range<T, Op, kAvg>(o, in, n, begin, end);
+  }
 }
 
 }  // namespace
 
-void reduce_n(DType dtype, ReduceOp op, void* out, const void* const* ins, int n, int64_t count) {
-  TS_INTERNAL_ASSERT(n >= 1 && count >= 0);
-  if (count == 0) return;
+ReduceKernel reduce_kernel(DType dtype, ReduceOp op) {
+  ReduceKernel kernel = nullptr;
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool>) {
@@ -150,36 +148,51 @@ void reduce_n(DType dtype, ReduceOp op, void* out, const void* const* ins, int n
         case ReduceOp::Sum:
         case ReduceOp::Max:
         case ReduceOp::BOr:
-          return run<T, BOrOp>(out, ins, n, count);
+          kernel = &reduce_serial<T, BOrOp>;
+          return;
         case ReduceOp::Product:
         case ReduceOp::Min:
         case ReduceOp::BAnd:
-          return run<T, BAndOp>(out, ins, n, count);
+          kernel = &reduce_serial<T, BAndOp>;
+          return;
         case ReduceOp::BXor:
-          return run<T, BXorOp>(out, ins, n, count);
+          kernel = &reduce_serial<T, BXorOp>;
+          return;
         case ReduceOp::Avg:
           break;
       }
     } else {
       switch (op) {
         case ReduceOp::Sum:
-          return run<T, SumOp>(out, ins, n, count);
+          kernel = &reduce_serial<T, SumOp>;
+          return;
         case ReduceOp::Product:
-          return run<T, ProductOp>(out, ins, n, count);
+          kernel = &reduce_serial<T, ProductOp>;
+          return;
         case ReduceOp::Min:
-          return run<T, MinOp>(out, ins, n, count);
+          kernel = &reduce_serial<T, MinOp>;
+          return;
         case ReduceOp::Max:
-          return run<T, MaxOp>(out, ins, n, count);
+          kernel = &reduce_serial<T, MaxOp>;
+          return;
         case ReduceOp::Avg:
-          if constexpr (!std::is_integral_v<T>) return run<T, SumOp, true>(out, ins, n, count);
+          if constexpr (!std::is_integral_v<T>) {
+            kernel = &reduce_serial<T, SumOp, true>;
+            return;
+          }
           break;
         case ReduceOp::BAnd:
         case ReduceOp::BOr:
         case ReduceOp::BXor:
           if constexpr (std::is_integral_v<T>) {
-            if (op == ReduceOp::BAnd) return run<T, BAndOp>(out, ins, n, count);
-            if (op == ReduceOp::BOr) return run<T, BOrOp>(out, ins, n, count);
-            return run<T, BXorOp>(out, ins, n, count);
+            if (op == ReduceOp::BAnd) {
+              kernel = &reduce_serial<T, BAndOp>;
+            } else if (op == ReduceOp::BOr) {
+              kernel = &reduce_serial<T, BOrOp>;
+            } else {
+              kernel = &reduce_serial<T, BXorOp>;
+            }
+            return;
           }
           break;
       }
@@ -187,6 +200,15 @@ void reduce_n(DType dtype, ReduceOp op, void* out, const void* const* ins, int n
     TS_INTERNAL_ASSERT(false, "reduce op ", reduce_op_name(op), " on ", dtype,
                        " should have been rejected by check_reduce_op");
   });
+  return kernel;
+}
+
+void reduce_n(DType dtype, ReduceOp op, void* out, const void* const* ins, int n, int64_t count) {
+  TS_INTERNAL_ASSERT(n >= 1 && count >= 0);
+  if (count == 0) return;
+  const ReduceKernel kernel = reduce_kernel(dtype, op);
+  parallel_for(0, count, kGrain,
+               [&](int64_t begin, int64_t end) { kernel(out, ins, n, begin, end); });
 }
 
 DType accumulator_dtype(DType dtype) { return is_reduced_float(dtype) ? kFloat32 : dtype; }

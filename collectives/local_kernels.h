@@ -18,6 +18,11 @@ namespace tessera::dist::detail {
 // intra-op threads.
 void reduce_n(DType dtype, ReduceOp op, void* out, const void* const* ins, int n, int64_t count);
 
+// reduce_n's work for one dtype and op, resolved once for many short reductions: elements
+// [begin, end) of out and the inputs, on the calling thread.
+using ReduceKernel = void (*)(void* out, const void* const* ins, int n, int64_t begin, int64_t end);
+ReduceKernel reduce_kernel(DType dtype, ReduceOp op);
+
 // The dtype in which partial reductions travel between ranks: float for Half and BFloat16 (they
 // accumulate in float and round once), the dtype itself otherwise.
 DType accumulator_dtype(DType dtype);

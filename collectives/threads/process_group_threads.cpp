@@ -211,11 +211,7 @@ void ProcessGroupThreads::reduce_scatter_tensor(const Call& call, uint64_t seq) 
     std::fill(begins.begin(), begins.end(), q * count + begin);
     blocks.emplace_back(call.op, peer_call(seq, q).out, begin, ins, begins);
   }
-  for (int64_t at = begin; at < end;) {
-    const int64_t step = std::min(end - at, blocks.front().input_run_left());
-    for (LogicalReduce& block : blocks) block.run(step);
-    at += step;
-  }
+  if (end > begin) reduce_interleaved(blocks, end - begin);
 }
 
 void ProcessGroupThreads::all_to_all(const Call& call, uint64_t seq) {

@@ -220,7 +220,11 @@ void copy_interleaved(std::vector<LogicalCopy>& blocks, const std::vector<int64_
 LogicalReduce::LogicalReduce(ReduceOp op, const Tensor& out, int64_t out_begin,
                              const std::vector<const Tensor*>& ins,
                              const std::vector<int64_t>& in_begins)
-    : op_(op), dtype_(out.dtype()), to_(out, out_begin), pointers_(ins.size()) {
+    : op_(op),
+      dtype_(out.dtype()),
+      kernel_(reduce_kernel(out.dtype(), op)),
+      to_(out, out_begin),
+      pointers_(ins.size()) {
   from_.reserve(ins.size());
   for (size_t k = 0; k < ins.size(); ++k) from_.emplace_back(*ins[k], in_begins[k]);
 }
@@ -234,6 +238,66 @@ void LogicalReduce::run(int64_t count) {
     to_.advance(step);
     for (RunCursor& c : from_) c.advance(step);
     count -= step;
+  }
+}
+
+int64_t LogicalReduce::run_left() const {
+  int64_t left = to_.run_left();
+  for (const RunCursor& c : from_) left = std::min(left, c.run_left());
+  return left;
+}
+
+void LogicalReduce::rows(int64_t length, Rows& rows) const {
+  const auto element_size = static_cast<int64_t>(::tessera::element_size(dtype_));
+  int64_t stride = 0;
+  rows.count = to_.rows(length, stride);
+  rows.out = to_.data();
+  rows.out_stride = stride * element_size;
+  rows.ins.resize(from_.size());
+  rows.in_strides.resize(from_.size());
+  for (size_t k = 0; k < from_.size(); ++k) {
+    rows.count = std::min(rows.count, from_[k].rows(length, stride));
+    rows.ins[k] = from_[k].data();
+    rows.in_strides[k] = stride * element_size;
+  }
+}
+
+void LogicalReduce::skip(int64_t count) {
+  to_.skip(count);
+  for (RunCursor& c : from_) c.skip(count);
+}
+
+void reduce_interleaved(std::vector<LogicalReduce>& blocks, int64_t count) {
+  std::vector<LogicalReduce::Rows> grids(blocks.size());
+  std::vector<const void*> pointers(static_cast<size_t>(blocks.front().inputs()));
+  const ReduceKernel kernel = blocks.front().kernel();
+  while (count > 0) {
+    const int64_t step = std::min(count, blocks.front().input_run_left());
+    // Where every block goes on in rows of `step` at constant strides (equal blocks of a shard),
+    // many rows are reduced without stepping the cursors run by run.
+    int64_t rows = count / step;
+    for (size_t q = 0; q < blocks.size() && rows >= 2; ++q) {
+      if (blocks[q].run_left() < step) {
+        rows = 0;
+        break;
+      }
+      blocks[q].rows(step, grids[q]);
+      rows = std::min(rows, grids[q].count);
+    }
+    if (rows < 2) {
+      for (LogicalReduce& block : blocks) block.run(step);
+      count -= step;
+      continue;
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      for (const LogicalReduce::Rows& g : grids) {
+        for (size_t k = 0; k < pointers.size(); ++k) pointers[k] = g.ins[k] + r * g.in_strides[k];
+        kernel(g.out + r * g.out_stride, pointers.data(), static_cast<int>(pointers.size()), 0,
+               step);
+      }
+    }
+    for (LogicalReduce& block : blocks) block.skip(rows * step);
+    count -= rows * step;
   }
 }
 

@@ -113,14 +113,35 @@ class LogicalReduce {
   void run(int64_t count);
   // Elements from the current one to the end of the first input's contiguous run.
   int64_t input_run_left() const { return from_.front().run_left(); }
+  // Elements up to the end of the current run of the output or any input.
+  int64_t run_left() const;
+  // Rows of `length` <= run_left() elements that follow from here at constant strides in the
+  // output and every input (at least 1); the cursors stay where they are (skip() moves them).
+  struct Rows {
+    char* out;
+    int64_t out_stride;  // bytes
+    std::vector<const char*> ins;
+    std::vector<int64_t> in_strides;
+    int64_t count;
+  };
+  void rows(int64_t length, Rows& rows) const;
+  void skip(int64_t count);
+  int inputs() const { return static_cast<int>(from_.size()); }
+  ReduceKernel kernel() const { return kernel_; }
 
  private:
   ReduceOp op_;
   DType dtype_;
+  ReduceKernel kernel_;
   RunCursor to_;
   std::vector<RunCursor> from_;
   std::vector<const void*> pointers_;
 };
+
+// Reduces `count` elements of every block (each continuing where it stopped) in the inputs'
+// memory order: the current input run of every block in turn (Note [Interleaved blocks]), many
+// rows per step where the blocks go on in rows of one length at constant strides.
+void reduce_interleaved(std::vector<LogicalReduce>& blocks, int64_t count);
 
 // Block q of `blocks` moves counts[q] elements; the blocks interleave in memory, so their runs
 // are copied side by side, run i of every block together (Note [Interleaved blocks]).

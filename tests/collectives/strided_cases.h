@@ -66,6 +66,16 @@ inline std::vector<std::string> check_strided_collectives(const tessera::dist::P
     for (int q = 0; q < n; ++q) want = want + strided_source(q, rows, w * n).narrow(1, w * r, w);
     expect(out, want, "reduce_scatter_tensor from column blocks");
   }
+  // The same into a contiguous output, as a redistribute from Partial to Shard(1) runs it (the
+  // threads backend reduces many rows of every block per step).
+  {
+    const ts::Tensor in = strided_source(r, rows, w * n);
+    const ts::Tensor out = ts::zeros({rows, w}, ts::kFloat64);
+    pg->reduce_scatter_tensor(out, column_blocks(in, n), tessera::dist::ReduceOp::Sum)->wait();
+    ts::Tensor want = ts::zeros({rows, w}, ts::kFloat64);
+    for (int q = 0; q < n; ++q) want = want + strided_source(q, rows, w * n).narrow(1, w * r, w);
+    expect(out, want, "reduce_scatter_tensor from column blocks into a contiguous output");
+  }
   // all_to_all_single: column block j of rank q's [rows, wn] goes to rank j, which stacks what
   // it receives by rows into a [rows n, w] output held transposed in memory.
   {
