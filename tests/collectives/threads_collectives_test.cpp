@@ -60,3 +60,50 @@ TEST_CASE("threads: observers are per rank", "[collectives][threads]") {
   });
   CHECK(counts == std::vector<int>{2, 0});
 }
+
+// float16 reductions accumulate in float and round once (Note in local_kernels.h), whether they
+// convert with F16C or in software: every bit pattern on every rank, against tessera::Half's own
+// conversions in rank order. NaN results need only be NaN (payloads may differ).
+TEST_CASE("threads: float16 reductions round once at every value", "[collectives][threads]") {
+  using tessera::Half;
+  constexpr int kPatterns = 1 << 16;
+  const auto pattern = [](int rank, int i) {
+    return static_cast<uint16_t>((i * (2 * rank + 1) + rank * 12345) & 0xffff);
+  };
+  const auto is_nan = [](uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0; };
+  for (int n : {2, 3, 5}) {
+    for (dist::ReduceOp op :
+         {dist::ReduceOp::Sum, dist::ReduceOp::Avg, dist::ReduceOp::Max, dist::ReduceOp::Min}) {
+      std::vector<uint16_t> got(kPatterns);
+      dist::run_threads(n, [&](dist::ProcessGroupPtr pg) {
+        tessera::Tensor t = tessera::empty({kPatterns}, tessera::kFloat16);
+        Half* p = t.data_ptr<Half>();
+        for (int i = 0; i < kPatterns; ++i) p[i] = Half::from_bits(pattern(pg->rank(), i));
+        pg->all_reduce(t, op)->wait();
+        if (pg->rank() == 0) {
+          for (int i = 0; i < kPatterns; ++i) got[static_cast<size_t>(i)] = p[i].bits;
+        }
+      });
+      int wrong = 0;
+      for (int i = 0; i < kPatterns; ++i) {
+        float acc = Half::from_bits(pattern(0, i));
+        for (int r = 1; r < n; ++r) {
+          const float v = Half::from_bits(pattern(r, i));
+          if (op == dist::ReduceOp::Sum || op == dist::ReduceOp::Avg) acc = acc + v;
+          if (op == dist::ReduceOp::Max) acc = (v > acc || v != v) ? v : acc;
+          if (op == dist::ReduceOp::Min) acc = (v < acc || v != v) ? v : acc;
+        }
+        if (op == dist::ReduceOp::Avg) acc = acc / static_cast<float>(n);
+        const uint16_t want = Half(acc).bits;
+        const uint16_t have = got[static_cast<size_t>(i)];
+        if (is_nan(want) ? !is_nan(have) : have != want) {
+          if (++wrong <= 5) {
+            FAIL_CHECK("world " << n << ", " << dist::reduce_op_name(op) << ", element " << i
+                                << ": got 0x" << std::hex << have << ", want 0x" << want);
+          }
+        }
+      }
+      CHECK(wrong == 0);
+    }
+  }
+}
