@@ -8,16 +8,17 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include "runtime/dispatch.h"
+#include "runtime/half_convert.h"
 #include "runtime/parallel.h"
 
 namespace tessera::dist::detail {
 
 namespace {
+
+using ::tessera::detail::floats_to_halves;
+using ::tessera::detail::halves_to_floats;
 
 template <typename T>
 using Acc = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
@@ -120,51 +121,8 @@ void reduce_fixed(T* out, const T* const* ins, int64_t begin, int64_t end) {
   }
 }
 
-#if defined(__x86_64__)
-// float16 <-> float with the F16C instructions (round to nearest even, as Half's software
-// conversion; only NaN payloads may differ). Half converts in software one element at a time,
-// which kept float16 reductions ~8x slower than bfloat16 ones.
-bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-  return yes;
-}
-
-__attribute__((target("avx,f16c"))) void halves_to_floats(const Half* in, float* out,
-                                                          int64_t count) {
-  int64_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
-  }
-  if (i < count) {
-    // The tail through a padded copy, so that every element converts the same way.
-    Half h[8] = {};
-    float f[8];
-    std::memcpy(h, in + i, static_cast<size_t>(count - i) * sizeof(Half));
-    _mm256_storeu_ps(f, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h))));
-    std::memcpy(out + i, f, static_cast<size_t>(count - i) * sizeof(float));
-  }
-}
-
-__attribute__((target("avx,f16c"))) void floats_to_halves(const float* in, Half* out,
-                                                          int64_t count) {
-  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-  int64_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), kRound);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
-  }
-  if (i < count) {
-    float f[8] = {};
-    Half h[8];
-    std::memcpy(f, in + i, static_cast<size_t>(count - i) * sizeof(float));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(h), _mm256_cvtps_ph(_mm256_loadu_ps(f), kRound));
-    std::memcpy(out + i, h, static_cast<size_t>(count - i) * sizeof(Half));
-  }
-}
-
-// reduce_range for float16 with the conversions above: each block of every input becomes float in
-// L1, is combined in float, and the result is rounded once.
+// reduce_range for float16 with bulk conversions (runtime/half_convert.h): each block of every
+// input becomes float in L1, is combined in float, and the result is rounded once.
 template <typename Op, bool kAvg>
 void reduce_halves(Half* out, const Half* const* ins, int n, int64_t begin, int64_t end) {
   float acc[kBlock];
@@ -183,18 +141,13 @@ void reduce_halves(Half* out, const Half* const* ins, int n, int64_t begin, int6
     floats_to_halves(acc, out + b, len);
   }
 }
-#endif
 
 // Elements [begin, end) of out and the inputs, on the calling thread.
 template <typename T, typename Op, bool kAvg = false>
 void reduce_serial(void* out, const void* const* ins, int n, int64_t begin, int64_t end) {
   T* o = static_cast<T*>(out);
   const T* const* in = reinterpret_cast<const T* const*>(ins);
-#if defined(__x86_64__)
-  if constexpr (std::is_same_v<T, Half>) {
-    if (has_f16c()) return reduce_halves<Op, kAvg>(o, in, n, begin, end);
-  }
-#endif
+  if constexpr (std::is_same_v<T, Half>) return reduce_halves<Op, kAvg>(o, in, n, begin, end);
   switch (n) {
     case 2:
       return reduce_fixed<T, Op, kAvg, 2>(o, in, begin, end);
@@ -292,11 +245,7 @@ void to_accumulator(DType dtype, void* dst, const void* src, int64_t count) {
     const T* in = static_cast<const T*>(src);
     Acc<T>* out = static_cast<Acc<T>*>(dst);
     if (static_cast<const void*>(in) == static_cast<void*>(out)) return;
-#if defined(__x86_64__)
-    if constexpr (std::is_same_v<T, Half>) {
-      if (has_f16c()) return halves_to_floats(in, out, count);
-    }
-#endif
+    if constexpr (std::is_same_v<T, Half>) return halves_to_floats(in, out, count);
     for (int64_t i = 0; i < count; ++i) out[i] = static_cast<Acc<T>>(in[i]);
   });
 }
@@ -307,21 +256,17 @@ void from_accumulator(DType dtype, void* dst, const void* src, int64_t count, in
     using A = Acc<T>;
     const A* in = static_cast<const A*>(src);
     T* out = static_cast<T*>(dst);
-#if defined(__x86_64__)
     if constexpr (std::is_same_v<T, Half>) {
-      if (has_f16c()) {
-        // In place too: each block is read (and divided) before its halves are written.
-        float block[kBlock];
-        for (int64_t b = 0; b < count; b += kBlock) {
-          const int64_t len = std::min(kBlock, count - b);
-          const float d = static_cast<float>(divisor);
-          for (int64_t j = 0; j < len; ++j) block[j] = divisor == 1 ? in[b + j] : in[b + j] / d;
-          floats_to_halves(block, out + b, len);
-        }
-        return;
+      // In place too: each block is read (and divided) before its halves are written.
+      float block[kBlock];
+      for (int64_t b = 0; b < count; b += kBlock) {
+        const int64_t len = std::min(kBlock, count - b);
+        const auto d = static_cast<float>(divisor);
+        for (int64_t j = 0; j < len; ++j) block[j] = divisor == 1 ? in[b + j] : in[b + j] / d;
+        floats_to_halves(block, out + b, len);
       }
+      return;
     }
-#endif
     if (divisor == 1) {
       if (static_cast<const void*>(in) == static_cast<void*>(out)) return;
       for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(in[i]);

@@ -21,6 +21,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_functors.h"
 #include "kernels/cpu/loops.h"
+#include "runtime/half_convert.h"
 
 namespace tessera::cpu {
 
@@ -55,14 +56,35 @@ void for_each_element(const std::array<const Tensor*, N>& ts, const Inner& inner
   });
 }
 
+// Contiguous float16 and bfloat16 convert in bulk (runtime/half_convert.h).
 template <typename T, typename C>
 void gather(C* dst, const char* src, int64_t stride, int64_t n) {
+  if constexpr (std::is_same_v<T, Half> && std::is_same_v<C, float>) {
+    if (stride == sizeof(Half)) {
+      return ::tessera::detail::halves_to_floats(reinterpret_cast<const Half*>(src), dst, n);
+    }
+  }
+  if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<C, float>) {
+    if (stride == sizeof(BFloat16)) {
+      return ::tessera::detail::bfloat16s_to_floats(reinterpret_cast<const BFloat16*>(src), dst, n);
+    }
+  }
   for (int64_t i = 0; i < n; ++i)
     dst[i] = static_cast<C>(*reinterpret_cast<const T*>(src + i * stride));
 }
 
 template <typename T, typename C>
 void scatter(char* dst, int64_t stride, const C* src, int64_t n) {
+  if constexpr (std::is_same_v<T, Half> && std::is_same_v<C, float>) {
+    if (stride == sizeof(Half)) {
+      return ::tessera::detail::floats_to_halves(src, reinterpret_cast<Half*>(dst), n);
+    }
+  }
+  if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<C, float>) {
+    if (stride == sizeof(BFloat16)) {
+      return ::tessera::detail::floats_to_bfloat16s(src, reinterpret_cast<BFloat16*>(dst), n);
+    }
+  }
   for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(dst + i * stride) = static_cast<T>(src[i]);
 }
 
