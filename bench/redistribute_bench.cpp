@@ -6,10 +6,9 @@
 
 #include <tessera/tessera.h>
 
-#include <algorithm>
-#include <chrono>
 #include <mutex>
 
+#include "bench/alternating_timing.h"
 #include "bench/bench_util.h"
 #include "dtensor/debug/raw_collectives.h"
 #include "dtensor/redistribute/plan.h"
@@ -20,56 +19,6 @@ namespace {
 
 constexpr int kIters = 101;
 const ts::Shape kShape{4096, 4096};  // 64 MiB of float32
-
-double seconds_of(const ts::dist::ProcessGroupPtr& world, const std::function<void()>& f) {
-  world->barrier()->wait();
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  world->barrier()->wait();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-struct PairTiming {
-  double redistribute_s;  // median
-  double raw_s;           // median of the raw collectives' summed time
-  double ratio;           // median of the per-round ratios
-};
-
-// The redistribute and its raw collectives alternate round by round (in both orders), and the
-// ratio is the median of each round's ratio: this VM's bandwidth drifts by tens of percent over
-// seconds, and timing one side after the other would measure the drift.
-PairTiming time_interleaved(const ts::dist::ProcessGroupPtr& world,
-                            const std::function<void()>& redistribute,
-                            const std::vector<std::function<void()>>& raws) {
-  const auto run_raws = [&] {
-    double total = 0.0;
-    for (const auto& raw : raws) total += seconds_of(world, raw);
-    return total;
-  };
-  redistribute();
-  run_raws();
-  std::vector<double> a, b, ratios;
-  for (int i = 0; i < kIters; ++i) {
-    double ta = 0.0;
-    double tb = 0.0;
-    if (i % 2 == 0) {
-      ta = seconds_of(world, redistribute);
-      tb = run_raws();
-    } else {
-      tb = run_raws();
-      ta = seconds_of(world, redistribute);
-    }
-    a.push_back(ta);
-    b.push_back(tb);
-    if (tb > 0) ratios.push_back(ta / tb);
-  }
-  return {median(a), median(b), ratios.empty() ? 0.0 : median(ratios)};
-}
 
 struct Transition {
   ts::Shape mesh;
@@ -108,8 +57,9 @@ int main() {
       const ts::Tensor global = ts::ones(kShape);
       const ts::DTensor x = ts::distribute_tensor(global, mesh, t.src);
       const ts::dtensor::RedistributePlan& plan = ts::dtensor::plan_redistribute(x.spec(), t.dst);
-      const PairTiming timing = time_interleaved(
-          world, [&] { x.redistribute(t.dst); }, ts::debug::raw_collectives(x.spec(), plan));
+      const ts::bench::PairTiming timing = ts::bench::time_alternating(
+          world, [&] { x.redistribute(t.dst); }, ts::debug::raw_collectives(x.spec(), plan),
+          kIters);
       // Peak bytes allocated by this rank during one redistribute (steady state: cached blocks
       // count only while in use).
       const int64_t before = ts::cpu_allocator_stats().current_bytes;
@@ -129,9 +79,9 @@ int main() {
       fmt::print("  {:<8} {:<24} {:>10.2f} {:>10} {:>7}  {:>10.1f} {:>10.1f} {:>8.0f}  {:>8}\n",
                  fmt::format("{}", t.mesh),
                  fmt::format("{}->{}", ts::to_string(t.src), ts::to_string(t.dst)),
-                 timing.redistribute_s * 1e3,
-                 timing.raw_s > 0 ? fmt::format("{:.2f}", timing.raw_s * 1e3) : "local",
-                 timing.raw_s > 0 ? fmt::format("{:.2f}x", timing.ratio) : "-",
+                 timing.op_s * 1e3,
+                 timing.reference_s > 0 ? fmt::format("{:.2f}", timing.reference_s * 1e3) : "local",
+                 timing.reference_s > 0 ? fmt::format("{:.2f}x", timing.ratio) : "-",
                  static_cast<double>(peak) * mib, static_cast<double>(in_bytes + out_bytes) * mib,
                  plan_s * 1e9, plan.steps.size());
     });

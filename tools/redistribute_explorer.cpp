@@ -3,18 +3,18 @@
 // source, and times it beside the raw collectives of its steps on the same groups and sizes.
 //
 //   tessera-redistribute --mesh 2x2 --shape 4096x4096 --from S0,R --to R,S1 [--dtype f32]
-//                        [--iters 20] [--async]
+//                        [--iters 101]
 //
 // Placements: R, S<d>, P (sum), P<op> (Psum, Pavg, Pmax, Pmin), _S<d>:<split_factor>.
 
 #include <tessera/tessera.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <string>
 
+#include "bench/alternating_timing.h"
 #include "dtensor/debug/comm_debug_mode.h"
 #include "dtensor/debug/raw_collectives.h"
 #include "dtensor/debug/visualize_sharding.h"
@@ -30,7 +30,7 @@ struct Args {
   std::string from = "S0,R";
   std::string to = "R,S1";
   ts::DType dtype = ts::kFloat32;
-  int iters = 20;
+  int iters = 101;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -117,26 +117,6 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Median seconds of f over iters runs, every rank in step (a barrier before each run).
-double time_collectively(const ts::dist::ProcessGroupPtr& world, int iters,
-                         const std::function<void()>& f) {
-  std::vector<double> times;
-  f();  // warm-up: buffers touched, plans cached
-  for (int i = 0; i < iters; ++i) {
-    world->barrier()->wait();
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    world->barrier()->wait();
-    times.push_back(seconds_since(t0));
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -166,12 +146,9 @@ int main(int argc, char** argv) {
         collectives = mode.get_total_counts();
       }
       const bool correct = ts::equal(y.full_tensor(), global);
-      const double t_redistribute =
-          time_collectively(world, args.iters, [&] { x.redistribute(dst); });
-      double t_raw = 0.0;
-      for (const auto& raw : ts::debug::raw_collectives(x.spec(), plan)) {
-        t_raw += time_collectively(world, args.iters, raw);
-      }
+      const ts::bench::PairTiming timing = ts::bench::time_alternating(
+          world, [&] { x.redistribute(dst); }, ts::debug::raw_collectives(x.spec(), plan),
+          args.iters);
       if (!lead) return;
       std::lock_guard<std::mutex> lock(print_mutex);
       const int64_t bytes = args.shape.numel() * static_cast<int64_t>(ts::element_size(args.dtype));
@@ -190,9 +167,9 @@ int main(int argc, char** argv) {
       std::cout << fmt::format("collectives issued: {}    result equals the source tensor: {}\n",
                                collectives, correct ? "yes" : "NO");
       std::cout << fmt::format(
-          "time: redistribute {:.3f} ms, raw collectives of its steps {:.3f} ms"
-          " -> {:.2f}x (median of {})\n",
-          t_redistribute * 1e3, t_raw * 1e3, t_raw > 0 ? t_redistribute / t_raw : 0.0, args.iters);
+          "time: redistribute {:.3f} ms, raw collectives of its steps {:.3f} ms -> {:.2f}x "
+          "(medians of {} alternating rounds)\n",
+          timing.op_s * 1e3, timing.reference_s * 1e3, timing.ratio, args.iters);
       if (!correct) status = 1;
     });
   } catch (const std::exception& e) {
