@@ -78,8 +78,29 @@ struct BXorOp {
   }
 };
 
-// Other group sizes: blocks small enough that the accumulator stays in L1 while every input
-// streams through once.
+// Blocks between T and its accumulator type; float16 converts in bulk (runtime/half_convert.h):
+// Half's own conversion, one element at a time, kept float16 reductions ~8x slower than bfloat16.
+template <typename T>
+void load_acc(const T* in, Acc<T>* out, int64_t n) {
+  if constexpr (std::is_same_v<T, Half>) {
+    halves_to_floats(in, out, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Acc<T>>(in[i]);
+  }
+}
+
+// `out` may be `in` (same start): each element is read before any write reaches it.
+template <typename T>
+void store_acc(const Acc<T>* in, T* out, int64_t n) {
+  if constexpr (std::is_same_v<T, Half>) {
+    floats_to_halves(in, out, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(in[i]);
+  }
+}
+
+// Other group sizes, and float16: blocks small enough that the accumulator stays in L1 while
+// every input streams through once.
 constexpr int64_t kBlock = 1024;
 constexpr int64_t kGrain = 64 * kBlock;
 
@@ -87,21 +108,19 @@ template <typename T, typename Op, bool kAvg>
 void reduce_range(T* out, const T* const* ins, int n, int64_t begin, int64_t end) {
   using A = Acc<T>;
   A acc[kBlock];
+  A next[kBlock];
   for (int64_t b = begin; b < end; b += kBlock) {
     const int64_t len = std::min(kBlock, end - b);
-    const T* first = ins[0] + b;
-    for (int64_t j = 0; j < len; ++j) acc[j] = static_cast<A>(first[j]);
+    load_acc(ins[0] + b, acc, len);
     for (int r = 1; r < n; ++r) {
-      const T* in = ins[r] + b;
-      for (int64_t j = 0; j < len; ++j) acc[j] = Op::apply(acc[j], static_cast<A>(in[j]));
+      load_acc(ins[r] + b, next, len);
+      for (int64_t j = 0; j < len; ++j) acc[j] = Op::apply(acc[j], next[j]);
     }
-    T* o = out + b;
     if constexpr (kAvg) {
       const A divisor = static_cast<A>(n);
-      for (int64_t j = 0; j < len; ++j) o[j] = static_cast<T>(acc[j] / divisor);
-    } else {
-      for (int64_t j = 0; j < len; ++j) o[j] = static_cast<T>(acc[j]);
+      for (int64_t j = 0; j < len; ++j) acc[j] = acc[j] / divisor;
     }
+    store_acc(acc, out + b, len);
   }
 }
 
@@ -121,33 +140,12 @@ void reduce_fixed(T* out, const T* const* ins, int64_t begin, int64_t end) {
   }
 }
 
-// reduce_range for float16 with bulk conversions (runtime/half_convert.h): each block of every
-// input becomes float in L1, is combined in float, and the result is rounded once.
-template <typename Op, bool kAvg>
-void reduce_halves(Half* out, const Half* const* ins, int n, int64_t begin, int64_t end) {
-  float acc[kBlock];
-  float next[kBlock];
-  for (int64_t b = begin; b < end; b += kBlock) {
-    const int64_t len = std::min(kBlock, end - b);
-    halves_to_floats(ins[0] + b, acc, len);
-    for (int r = 1; r < n; ++r) {
-      halves_to_floats(ins[r] + b, next, len);
-      for (int64_t j = 0; j < len; ++j) acc[j] = Op::apply(acc[j], next[j]);
-    }
-    if constexpr (kAvg) {
-      const auto divisor = static_cast<float>(n);
-      for (int64_t j = 0; j < len; ++j) acc[j] = acc[j] / divisor;
-    }
-    floats_to_halves(acc, out + b, len);
-  }
-}
-
 // Elements [begin, end) of out and the inputs, on the calling thread.
 template <typename T, typename Op, bool kAvg = false>
 void reduce_serial(void* out, const void* const* ins, int n, int64_t begin, int64_t end) {
   T* o = static_cast<T*>(out);
   const T* const* in = reinterpret_cast<const T* const*>(ins);
-  if constexpr (std::is_same_v<T, Half>) return reduce_halves<Op, kAvg>(o, in, n, begin, end);
+  if constexpr (std::is_same_v<T, Half>) return reduce_range<T, Op, kAvg>(o, in, n, begin, end);
   switch (n) {
     case 2:
       return reduce_fixed<T, Op, kAvg, 2>(o, in, begin, end);
@@ -245,8 +243,7 @@ void to_accumulator(DType dtype, void* dst, const void* src, int64_t count) {
     const T* in = static_cast<const T*>(src);
     Acc<T>* out = static_cast<Acc<T>*>(dst);
     if (static_cast<const void*>(in) == static_cast<void*>(out)) return;
-    if constexpr (std::is_same_v<T, Half>) return halves_to_floats(in, out, count);
-    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<Acc<T>>(in[i]);
+    load_acc(in, out, count);
   });
 }
 
@@ -256,23 +253,18 @@ void from_accumulator(DType dtype, void* dst, const void* src, int64_t count, in
     using A = Acc<T>;
     const A* in = static_cast<const A*>(src);
     T* out = static_cast<T*>(dst);
-    if constexpr (std::is_same_v<T, Half>) {
-      // In place too: each block is read (and divided) before its halves are written.
-      float block[kBlock];
+    if (divisor == 1) {
+      if (std::is_same_v<T, A> && static_cast<const void*>(in) == static_cast<void*>(out)) return;
+      store_acc(in, out, count);
+    } else if constexpr (!std::is_integral_v<T>) {
+      // In place too: each block is read (and divided) before its results are written.
+      const auto d = static_cast<A>(divisor);
+      A block[kBlock];
       for (int64_t b = 0; b < count; b += kBlock) {
         const int64_t len = std::min(kBlock, count - b);
-        const auto d = static_cast<float>(divisor);
-        for (int64_t j = 0; j < len; ++j) block[j] = divisor == 1 ? in[b + j] : in[b + j] / d;
-        floats_to_halves(block, out + b, len);
+        for (int64_t j = 0; j < len; ++j) block[j] = in[b + j] / d;
+        store_acc(block, out + b, len);
       }
-      return;
-    }
-    if (divisor == 1) {
-      if (static_cast<const void*>(in) == static_cast<void*>(out)) return;
-      for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(in[i]);
-    } else if constexpr (!std::is_integral_v<T>) {
-      const auto d = static_cast<A>(divisor);
-      for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(in[i] / d);
     } else {
       TS_INTERNAL_ASSERT(false, "integers are never averaged");
     }
