@@ -11,6 +11,8 @@ set(TESSERA_DEPS_DIR "" CACHE PATH
 set(TESSERA_ONEDNN AUTO CACHE STRING "Use oneDNN for the CPU float matmul: AUTO, ON or OFF")
 set_property(CACHE TESSERA_ONEDNN PROPERTY STRINGS AUTO ON OFF)
 
+include(${CMAKE_CURRENT_LIST_DIR}/OneDnnPrerequisites.cmake)
+
 find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 
@@ -63,7 +65,13 @@ target_link_libraries(tessera_private_deps INTERFACE Eigen3::Eigen OpenMP::OpenM
 
 set(TESSERA_HAS_ONEDNN OFF)
 if(NOT TESSERA_ONEDNN STREQUAL "OFF")
-  if(TESSERA_ONEDNN STREQUAL "ON")
+  tessera_onednn_prerequisites_missing(tessera_onednn_missing)
+  if(tessera_onednn_missing AND TESSERA_ONEDNN STREQUAL "ON")
+    message(FATAL_ERROR "Tessera: TESSERA_ONEDNN=ON, but ${tessera_onednn_missing}")
+  elseif(tessera_onednn_missing)
+    message(WARNING "Tessera: building without oneDNN (Eigen's matmul instead): "
+                    "${tessera_onednn_missing}")
+  elseif(TESSERA_ONEDNN STREQUAL "ON")
     find_package(dnnl REQUIRED)
   else()
     find_package(dnnl QUIET)

@@ -1,13 +1,37 @@
 #!/usr/bin/env bash
-# Installs (only) the Debian 12 packages Tessera builds against that are missing. Idempotent.
+# Installs (only) the Debian 12 (bookworm) packages Tessera builds against that are missing, and
+# prints each package with what it is for. Idempotent.
 set -euo pipefail
 
-packages=(build-essential cmake ninja-build git pkg-config ccache
-          libeigen3-dev libdnnl-dev libopenmpi-dev openmpi-bin catch2 libfmt-dev)
+# package: why. ocl-icd-opencl-dev is only *recommended* by libdnnl-dev, but Debian's oneDNN CMake
+# package (dnnl-config.cmake) requires OpenCL, so it is listed explicitly (--no-install-recommends).
+packages=(
+  "build-essential:g++ 12, make"
+  "cmake:configure (3.25)"
+  "ninja-build:the presets' generator"
+  "git:sources"
+  "pkg-config:library lookup"
+  "ccache:rebuild cache"
+  "libeigen3-dev:Eigen 3.4, CPU kernels"
+  "libdnnl-dev:oneDNN 2.6, CPU matmul"
+  "ocl-icd-opencl-dev:OpenCL, which oneDNN's CMake package requires"
+  "libopenmpi-dev:MPI collectives backend"
+  "openmpi-bin:mpirun, for the MPI tests"
+  "catch2:Catch2 2.13, tests"
+  "libfmt-dev:fmt 9, formatting"
+)
 
 missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+echo "install-deps: Debian 12 packages Tessera needs:"
+for entry in "${packages[@]}"; do
+  p=${entry%%:*}
+  if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    state="present"
+  else
+    state="to install"
+    missing+=("$p")
+  fi
+  printf '  %-20s %-11s %s\n' "$p" "$state" "${entry#*:}"
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
