@@ -53,25 +53,28 @@ const Placement& to_placement(const StepContext& c) {
   return c.to.placements[static_cast<size_t>(c.mesh_dim)];
 }
 
-// Whether runs in order, joined, are exactly `whole`.
-bool concatenate_to(const std::vector<std::vector<Run>>& parts, const std::vector<Run>& whole) {
-  std::vector<Run> joined;
+// Runs without empty ones, consecutive ones joined: two lists of runs describe the same sequence
+// of global indices exactly when their joined forms are equal.
+std::vector<Run> joined(const std::vector<std::vector<Run>>& parts) {
+  std::vector<Run> out;
   for (const auto& runs : parts) {
     for (const Run& r : runs) {
       if (r.size == 0) continue;
-      if (!joined.empty() && joined.back().offset + joined.back().size == r.offset) {
-        joined.back().size += r.size;
+      if (!out.empty() && out.back().offset + out.back().size == r.offset) {
+        out.back().size += r.size;
       } else {
-        joined.push_back(r);
+        out.push_back(r);
       }
     }
   }
-  std::vector<Run> target;
-  for (const Run& r : whole) {
-    if (r.size > 0) target.push_back(r);
-  }
-  return positions_of(joined, target) == std::vector<Run>{Run{0, total_size(target)}} ||
-         (target.empty() && joined.empty());
+  return out;
+}
+
+// Whether the parts, one after the other, are exactly `whole` in its order. Order matters: the
+// members of a StridedShard hold interleaved runs ([0, 2), [4, 6) and [2, 4), [6, 8)), which cover
+// [0, 8) but do not concatenate to it.
+bool concatenate_to(const std::vector<std::vector<Run>>& parts, const std::vector<Run>& whole) {
+  return joined(parts) == joined({whole});
 }
 
 bool leading_dims_are_one(const Shape& shape, int64_t dim) {

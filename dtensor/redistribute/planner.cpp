@@ -301,13 +301,13 @@ struct PlanKey {
   }
 };
 
+// Every field in full: a split factor or dim above 127 must not collide with a small one.
 std::string encode(const Placements& ps) {
   std::string s;
   for (const Placement& p : ps) {
-    s += static_cast<char>(p.kind());
-    s += static_cast<char>(p.is_shard() ? p.dim() : 0);
-    s += static_cast<char>(p.is_shard() ? p.split_factor() : 0);
-    s += static_cast<char>(p.is_partial() ? static_cast<int>(p.reduce_op()) : 0);
+    s += fmt::format("{}:{}:{}:{};", static_cast<int>(p.kind()), p.is_shard() ? p.dim() : 0,
+                     p.is_shard() ? p.split_factor() : 0,
+                     p.is_partial() ? static_cast<int>(p.reduce_op()) : 0);
   }
   return s;
 }

@@ -58,25 +58,4 @@ Tensor assemble_runs(int64_t dim, const std::vector<Run>& want,
   return cat(pieces, dim);
 }
 
-std::vector<Run> positions_of(const std::vector<Run>& runs, const std::vector<Run>& want) {
-  std::vector<Run> out;
-  for (const Run& w : want) {
-    int64_t pos = 0;
-    for (const Run& r : runs) {
-      const int64_t lo = std::max(w.offset, r.offset);
-      const int64_t hi = std::min(w.offset + w.size, r.offset + r.size);
-      if (lo < hi) {
-        const int64_t p = pos + (lo - r.offset);
-        if (!out.empty() && out.back().offset + out.back().size == p) {
-          out.back().size += hi - lo;
-        } else {
-          out.push_back(Run{p, hi - lo});
-        }
-      }
-      pos += r.size;
-    }
-  }
-  return out;
-}
-
 }  // namespace tessera::dtensor

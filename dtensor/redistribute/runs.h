@@ -23,7 +23,4 @@ struct RunSource {
 Tensor assemble_runs(int64_t dim, const std::vector<Run>& want,
                      const std::vector<RunSource>& sources);
 
-// Positions in a sequence of global `runs` of the global indices `want` (a subset).
-std::vector<Run> positions_of(const std::vector<Run>& runs, const std::vector<Run>& want);
-
 }  // namespace tessera::dtensor

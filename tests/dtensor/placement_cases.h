@@ -1,19 +1,30 @@
 #pragma once
 // The placement lists and Partial sources the exhaustive redistribute tests draw from.
 
+#include <algorithm>
 #include <vector>
 
-#include "dtensor/sharding.h"
 #include "tests/dtensor/dtensor_test_util.h"
+#include "tests/dtensor/sharding_reference.h"
 
 namespace tessera::dtensor_test {
 
 using dist::ReduceOp;
 
-inline std::vector<Placements> all_placement_lists(int64_t mesh_ndim, int64_t tensor_ndim) {
+// Every placement list on a mesh of `mesh_ndim` dims for a tensor of `tensor_ndim` dims, from
+// {R, P(sum), P(max), P(avg), S(d)} per mesh dim, and StridedShard(d, 2), StridedShard(d, 3) too
+// when `strided`.
+inline std::vector<Placements> all_placement_lists(int64_t mesh_ndim, int64_t tensor_ndim,
+                                                   bool strided = false) {
   std::vector<Placement> options{Replicate(), Partial(ReduceOp::Sum), Partial(ReduceOp::Max),
                                  Partial(ReduceOp::Avg)};
   for (int64_t d = 0; d < tensor_ndim; ++d) options.push_back(Shard(d));
+  if (strided) {
+    for (int64_t d = 0; d < tensor_ndim; ++d) {
+      options.push_back(StridedShard(d, 2));
+      options.push_back(StridedShard(d, 3));
+    }
+  }
   std::vector<Placements> lists{{}};
   for (int64_t m = 0; m < mesh_ndim; ++m) {
     std::vector<Placements> next;
@@ -76,41 +87,62 @@ inline Tensor make_local(const Tensor& ref, const DeviceMesh& mesh, const Placem
     value = part_of(value, ps[m].reduce_op(), mesh.size(static_cast<int64_t>(m)), coord[m], seed);
     seed = seed * 31 + static_cast<uint64_t>(coord[m]) + 1;
   }
-  const auto runs = dtensor::global_runs(ref.sizes(), mesh.shape(), ps, coord);
-  for (size_t d = 0; d < runs.size(); ++d) {
-    std::vector<Tensor> pieces;
-    for (const dtensor::Run& r : runs[d]) {
-      pieces.push_back(value.narrow(static_cast<int64_t>(d), r.offset, r.size));
-    }
-    if (pieces.empty()) pieces.push_back(value.narrow(static_cast<int64_t>(d), 0, 0));
-    value = cat(pieces, static_cast<int64_t>(d));
-  }
-  return value.contiguous();
+  return independent::local_block(value, mesh.shape(), ps, coord);
 }
 
-// For every ordered pair of placement lists on `mesh` and every shape: full_tensor() after
-// redistribute equals the reference exactly, and the local shape is the spec's. Returns failures
-// (at most ~20).
+inline bool has_partial(const Placements& ps) {
+  return std::any_of(ps.begin(), ps.end(), [](const Placement& p) { return p.is_partial(); });
+}
+
+inline bool has_strided(const Placements& ps) {
+  return std::any_of(ps.begin(), ps.end(), [](const Placement& p) { return p.is_strided_shard(); });
+}
+
+// Which ordered pairs check_all_pairs runs: every pair without a StridedShard, and every
+// `strided_stride`-th pair with one (in a fixed order that walks sources and targets alike).
+struct PairDraw {
+  bool strided = false;
+  int64_t strided_stride = 1;
+};
+
+// Counts of the pairs run, for the test's message.
+struct PairCount {
+  int64_t pairs = 0;
+  int64_t strided_pairs = 0;
+};
+
+// For the ordered pairs of placement lists on `mesh` that `draw` selects and every shape:
+// full_tensor() after redistribute equals the reference exactly, and the local block is the one the
+// independent reference (tests/dtensor/sharding_reference.h) gives. Returns failures (at most ~20).
 inline std::vector<std::string> check_all_pairs(const DeviceMesh& mesh,
-                                                const std::vector<Shape>& shapes,
-                                                int64_t* pairs_checked) {
+                                                const std::vector<Shape>& shapes, PairCount* count,
+                                                PairDraw draw = {}) {
   std::vector<std::string> failures;
+  const std::vector<int64_t> coord = *mesh.get_coordinate();
+  int64_t strided_seen = 0;
   for (const Shape& shape : shapes) {
     const Tensor ref = reference(shape);
-    const auto lists = all_placement_lists(mesh.ndim(), static_cast<int64_t>(shape.size()));
+    const auto lists =
+        all_placement_lists(mesh.ndim(), static_cast<int64_t>(shape.size()), draw.strided);
     for (const Placements& src : lists) {
       const Tensor local = make_local(ref, mesh, src);
       const DTensor dt = DTensor::from_local(local, mesh, src,
                                              {.shape = shape, .stride = contiguous_strides(shape)});
       for (const Placements& dst : lists) {
+        const bool strided = has_strided(src) || has_strided(dst);
+        // A stride prime to the list count (7, 10 or 13 options per mesh dim) spreads the drawn
+        // pairs over every source and every target.
+        if (strided && strided_seen++ % draw.strided_stride != 0) continue;
         std::string what =
             "shape " + fmt::format("{}", shape) + " " + to_string(src) + " -> " + to_string(dst);
         try {
           const DTensor out = dt.redistribute(dst);
-          const Shape expected_local = out.spec().local_shape();
-          if (out.to_local().sizes() != expected_local) {
+          const Tensor expected_local = independent::local_block(ref, mesh.shape(), dst, coord);
+          if (out.to_local().sizes() != expected_local.sizes()) {
             failures.push_back(what + ": local shape " + fmt::format("{}", out.to_local().sizes()) +
-                               ", expected " + fmt::format("{}", expected_local));
+                               ", expected " + fmt::format("{}", expected_local.sizes()));
+          } else if (!has_partial(dst) && !equal(out.to_local(), expected_local)) {
+            failures.push_back(what + ": the local block differs from the reference's");
           }
           const Tensor full = out.full_tensor();
           if (!equal(full, ref))
@@ -118,7 +150,8 @@ inline std::vector<std::string> check_all_pairs(const DeviceMesh& mesh,
         } catch (const std::exception& e) {
           failures.push_back(what + ": " + e.what());
         }
-        ++*pairs_checked;
+        ++count->pairs;
+        if (strided) ++count->strided_pairs;
         if (failures.size() > 20) return failures;
       }
     }
