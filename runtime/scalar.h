@@ -15,11 +15,12 @@ class Scalar {
   enum class Kind : uint8_t { Bool, Int, Float };
 
   Scalar() : Scalar(int64_t{0}) {}
-  Scalar(double v) : kind_(Kind::Float), d_(v) {}  // NOLINT: implicit, as in PyTorch
+  Scalar(double v) : kind_(Kind::Float), d_(v) {}      // NOLINT: implicit, as in PyTorch
   Scalar(float v) : Scalar(static_cast<double>(v)) {}  // NOLINT
-  Scalar(bool v) : kind_(Kind::Bool), i_(v) {}        // NOLINT
-  template <typename T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
-  Scalar(T v) : kind_(Kind::Int), i_(static_cast<int64_t>(v)) {}  // NOLINT
+  Scalar(bool v) : kind_(Kind::Bool), i_(v) {}         // NOLINT
+  template <typename T,
+            std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+  Scalar(T v) : kind_(Kind::Int), i_(static_cast<int64_t>(v)) {}              // NOLINT
   Scalar(Half v) : Scalar(static_cast<double>(static_cast<float>(v))) {}      // NOLINT
   Scalar(BFloat16 v) : Scalar(static_cast<double>(static_cast<float>(v))) {}  // NOLINT
 
@@ -62,5 +63,11 @@ inline double Scalar::to<double>() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const Scalar& s);
+
+// Throws Error naming `op` when `value` cannot be stored in `dtype` without overflow, as PyTorch's
+// fill_ / full do: an integral dtype takes finite values within its range; a floating dtype takes
+// any value whose magnitude does not exceed its largest finite one (inf and nan pass through).
+// Bool takes anything (nonzero is true).
+void check_fits(const Scalar& value, DType dtype, const char* op);
 
 }  // namespace tessera

@@ -1,5 +1,8 @@
 #include "runtime/shape.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "runtime/error.h"
 
 namespace tessera {
@@ -8,6 +11,29 @@ int64_t Shape::numel() const {
   int64_t n = 1;
   for (int64_t s : *this) n *= s;
   return n;
+}
+
+int64_t checked_numel(const Shape& sizes, const char* op) {
+  int64_t n = 1;
+  bool overflow = false;
+  for (int64_t s : sizes) {
+    TS_CHECK_SHAPE(s >= 0, "[", op, "] negative dimension ", s, " in shape ", sizes,
+                   "; sizes must be >= 0");
+    overflow = overflow || __builtin_mul_overflow(n, s, &n);
+  }
+  // A zero anywhere makes the tensor empty, however large the other sizes.
+  const bool empty = std::find(sizes.begin(), sizes.end(), 0) != sizes.end();
+  TS_CHECK_SHAPE(empty || !overflow, "[", op, "] shape ", sizes,
+                 " has more elements than int64 can count (at most ",
+                 std::numeric_limits<int64_t>::max(), ")");
+  return empty ? 0 : n;
+}
+
+bool has_internal_overlap(const Shape& sizes, const Shape& strides) {
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] > 1 && strides[d] == 0) return true;
+  }
+  return false;
 }
 
 Shape contiguous_strides(const Shape& sizes) {

@@ -20,6 +20,15 @@ class Shape : public std::vector<int64_t> {
   int64_t numel() const;
 };
 
+// The number of elements of a tensor of `sizes`, checked once where a shape is made (a factory,
+// an expand, a view's geometry): every size must be >= 0 and the product must fit in int64,
+// otherwise ShapeError naming `op` and the shape. Shape::numel of a made tensor cannot overflow.
+int64_t checked_numel(const Shape& sizes, const char* op);
+
+// Whether two indices reach one element (a dim of size > 1 with stride 0, as expand makes):
+// writing into such a tensor is ill-defined, so in-place ops, copy_ and fill_ refuse it.
+bool has_internal_overlap(const Shape& sizes, const Shape& strides);
+
 // Strides of a contiguous (row-major) tensor of this shape.
 Shape contiguous_strides(const Shape& sizes);
 

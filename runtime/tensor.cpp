@@ -20,13 +20,15 @@ void TensorImpl::refresh_contiguous() {
   }
 }
 
-Tensor Tensor::make_empty(const Shape& sizes, DType dtype, Device device) {
-  for (int64_t s : sizes) {
-    TS_CHECK_SHAPE(s >= 0, "[empty] negative size in shape ", sizes);
-  }
+Tensor Tensor::make_empty(const Shape& sizes, DType dtype, Device device, const char* op) {
+  const int64_t numel = checked_numel(sizes, op);
+  const auto element = static_cast<int64_t>(tessera::element_size(dtype));
+  int64_t bytes = 0;
+  TS_CHECK_SHAPE(!__builtin_mul_overflow(numel, element, &bytes), "[", op, "] shape ", sizes,
+                 " of ", dtype, " needs more bytes than int64 can count (", numel, " elements of ",
+                 element, " bytes)");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage =
-      Storage::allocate(static_cast<size_t>(sizes.numel()) * tessera::element_size(dtype), device);
+  impl->storage = Storage::allocate(static_cast<size_t>(bytes), device);
   impl->strides = contiguous_strides(sizes);
   impl->sizes = sizes;
   impl->dtype = dtype;
@@ -96,6 +98,9 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 Tensor& Tensor::copy_(const Tensor& src) {
   TS_CHECK(src.defined(), "[copy_] source tensor is undefined");
   if (any_requires_grad(*this, src)) return grad_hooks<ConvertGradHooks>().copy_(*this, src);
+  TS_CHECK(!has_internal_overlap(sizes(), strides()), "[copy_] more than one element of the ",
+           "written-to tensor (shape ", sizes(), ", strides ", strides(),
+           ") refers to a single memory location; clone() it first");
   Tensor s = src.sizes() == sizes() ? src : src.expand(sizes());
   TS_CHECK_T(DeviceError, s.device() == device() || s.device().is_cpu() || device().is_cpu(),
              "[copy_] cannot copy from ", s.device(), " to ", device());
@@ -107,6 +112,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 Tensor& Tensor::fill_(const Scalar& value) {
   if (any_requires_grad(*this)) return grad_hooks<ConvertGradHooks>().fill_(*this, value);
+  TS_CHECK(!has_internal_overlap(sizes(), strides()), "[fill_] more than one element of the ",
+           "written-to tensor (shape ", sizes(), ", strides ", strides(),
+           ") refers to a single memory location; clone() it first");
+  check_fits(value, dtype(), "fill_");
   kernels_for(*this, "fill_").fill(*this, value);
   storage()->bump_version();
   return *this;

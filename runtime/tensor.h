@@ -41,7 +41,7 @@ struct BackwardOptions {
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape sizes;
-  Shape strides;  // in elements
+  Shape strides;       // in elements
   int64_t offset = 0;  // in elements
   DType dtype = kFloat32;
   bool contiguous = true;
@@ -55,8 +55,10 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-  // Fresh, uninitialized contiguous tensor.
-  static Tensor make_empty(const Shape& sizes, DType dtype, Device device);
+  // Fresh, uninitialized contiguous tensor. Checks the shape (checked_numel) and its byte size,
+  // naming `op` in the ShapeError.
+  static Tensor make_empty(const Shape& sizes, DType dtype, Device device,
+                           const char* op = "empty");
   // A view of `storage` with the given geometry (no bounds check beyond an internal assert).
   static Tensor make_view(std::shared_ptr<Storage> storage, Shape sizes, Shape strides,
                           int64_t offset, DType dtype);

@@ -25,7 +25,6 @@ Tensor view_of(const Tensor& t, Shape sizes, Shape strides, int64_t offset) {
 // Resolves a single -1 in `sizes` against numel; checks the product.
 Shape infer_size(const Shape& sizes, int64_t numel, const char* op, const Shape& from) {
   Shape out = sizes;
-  int64_t known = 1;
   int infer_at = -1;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
@@ -33,9 +32,15 @@ Shape infer_size(const Shape& sizes, int64_t numel, const char* op, const Shape&
       infer_at = static_cast<int>(i);
     } else {
       TS_CHECK_SHAPE(out[i] >= 0, "[", op, "] invalid size ", out[i], " in ", sizes);
-      known *= out[i];
     }
   }
+  // The known sizes must make a valid shape on their own: a product that wraps around int64 could
+  // otherwise land on numel by accident.
+  Shape known_sizes;
+  for (int64_t s : out) {
+    if (s != -1) known_sizes.push_back(s);
+  }
+  const int64_t known = checked_numel(known_sizes, op);
   if (infer_at >= 0) {
     TS_CHECK_SHAPE(known != 0 && numel % known == 0, "[", op, "] shape ", sizes,
                    " is invalid for input of size ", numel, " (shape ", from, ")");
@@ -141,9 +146,10 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   d = wrap_dim(d, dim(), "narrow");
   int64_t n = sizes()[d];
   if (start < 0) start += n;
-  TS_CHECK_INDEX(start >= 0 && length >= 0 && start + length <= n, "[narrow] start ", start,
-                 " + length ", length, " exceeds dimension size ", n, " of dim ", d, " (shape ",
-                 sizes(), ")");
+  // length <= n - start: start + length could overflow.
+  TS_CHECK_INDEX(start >= 0 && start <= n && length >= 0 && length <= n - start, "[narrow] start ",
+                 start, " + length ", length, " exceeds dimension size ", n, " of dim ", d,
+                 " (shape ", sizes(), ")");
   return slice(d, start, start + length);
 }
 
@@ -225,17 +231,23 @@ Tensor Tensor::expand(const Shape& target) const {
     if (i >= lead) {
       int64_t own = sizes()[i - lead];
       int64_t want = target[i] == -1 ? own : target[i];
+      TS_CHECK_SHAPE(want >= 0, "[expand] invalid size ", target[i], " at dim ", i,
+                     ": sizes must be >= 0, or -1 to keep the existing size; cannot expand ",
+                     sizes(), " to ", target);
       TS_CHECK_SHAPE(own == want || own == 1, "[expand] the expanded size of the tensor (", want,
                      ") must match the existing size (", own, ") at non-singleton dimension ", i,
                      ": cannot expand ", sizes(), " to ", target);
       sz[i] = want;
       st[i] = own == want ? strides()[i - lead] : 0;
     } else {
-      TS_CHECK_SHAPE(target[i] >= 0, "[expand] size -1 not allowed in a new leading dim: ", target);
+      TS_CHECK_SHAPE(target[i] >= 0, "[expand] invalid size ", target[i],
+                     " in a new leading dim (-1 is not allowed there): cannot expand ", sizes(),
+                     " to ", target);
       sz[i] = target[i];
       st[i] = 0;
     }
   }
+  checked_numel(sz, "expand");
   return view_of(*this, sz, st, storage_offset());
 }
 
@@ -268,7 +280,7 @@ std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t d) const {
     return split(std::vector<int64_t>(static_cast<size_t>(chunks), 0), d);
   }
   // torch.chunk: pieces of ceil(n / chunks), so possibly fewer than `chunks` of them.
-  return split((n + chunks - 1) / chunks, d);
+  return split(n / chunks + (n % chunks != 0 ? 1 : 0), d);
 }
 
 std::vector<Tensor> Tensor::split(int64_t split_size, int64_t d) const {
@@ -283,8 +295,11 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t d) const {
     out.push_back(narrow(d, 0, 0));
     return out;
   }
-  for (int64_t start = 0; start < n; start += split_size) {
-    out.push_back(narrow(d, start, std::min(split_size, n - start)));
+  // Stepping by the piece taken, not by split_size: start + split_size may overflow.
+  for (int64_t start = 0; start < n;) {
+    const int64_t length = std::min(split_size, n - start);
+    out.push_back(narrow(d, start, length));
+    start += length;
   }
   return out;
 }
@@ -295,7 +310,8 @@ std::vector<Tensor> Tensor::split(const std::vector<int64_t>& split_sizes, int64
   int64_t total = 0;
   for (int64_t s : split_sizes) {
     TS_CHECK(s >= 0, "[split] split sizes must be non-negative, got ", Shape(split_sizes));
-    total += s;
+    TS_CHECK_SHAPE(!__builtin_add_overflow(total, s, &total), "[split] split sizes ",
+                   Shape(split_sizes), " sum past int64");
   }
   TS_CHECK_SHAPE(total == sizes()[d], "[split] split sizes ", Shape(split_sizes), " sum to ", total,
                  " but dim ", d, " has size ", sizes()[d], " (shape ", sizes(), ")");

@@ -159,11 +159,9 @@ Device check_inplace_args(BinaryOp op, const Tensor& self, const Tensor& other, 
                    " doesn't match the broadcast shape ", shape, " of ", self.sizes(), " and ",
                    other.sizes());
   }
-  for (size_t d = 0; d < self.sizes().size(); ++d) {
-    TS_CHECK(self.sizes()[d] <= 1 || self.strides()[d] != 0, "[", label,
-             "] more than one element of the written-to tensor (shape ", self.sizes(), ", strides ",
-             self.strides(), ") refers to a single memory location; clone() it first");
-  }
+  TS_CHECK(!has_internal_overlap(self.sizes(), self.strides()), "[", label,
+           "] more than one element of the written-to tensor (shape ", self.sizes(), ", strides ",
+           self.strides(), ") refers to a single memory location; clone() it first");
   const Device device = common_device(label, {&self, &other});
   TS_CHECK_T(DeviceError, device == self.device(), "[", label, "] cannot write a result on ",
              other.device(), " into a tensor on ", self.device());

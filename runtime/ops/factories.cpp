@@ -24,16 +24,10 @@ Tensor finish(const char* op, Tensor t, const TensorOptions& options) {
   return t;
 }
 
-Tensor make_checked(const char* op, const Shape& sizes, DType dtype, Device device) {
-  for (int64_t s : sizes) {
-    TS_CHECK_SHAPE(s >= 0, "[", op, "] negative dimension ", s, " in shape ", sizes,
-                   "; sizes must be >= 0");
-  }
-  return Tensor::make_empty(sizes, dtype, device);
-}
-
 Tensor filled(const char* op, const Shape& sizes, const Scalar& value, TensorOptions options) {
-  Tensor t = make_checked(op, sizes, options.dtype_, options.device_);
+  // Before the allocation: full({2}, 300, kUInt8) fails without touching memory.
+  check_fits(value, options.dtype_, op);
+  Tensor t = Tensor::make_empty(sizes, options.dtype_, options.device_, op);
   t.fill_(value);
   return finish(op, std::move(t), options);
 }
@@ -45,7 +39,7 @@ template <typename F>
 Tensor host_sequence(const char* op, int64_t steps, TensorOptions options, const F& value) {
   TS_CHECK(steps >= 0, "[", op, "] number of steps must be non-negative, got ", steps);
   TS_CHECK_DTYPE(options.dtype_ != kBool, "[", op, "] is not supported for dtype bool");
-  Tensor t = Tensor::make_empty({steps}, options.dtype_, Device::cpu());
+  Tensor t = Tensor::make_empty({steps}, options.dtype_, Device::cpu(), op);
   visit_dtype(options.dtype_, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
@@ -89,7 +83,8 @@ StepType<T> linspace_point(double start, double end, int64_t steps, int64_t i) {
 }  // namespace
 
 Tensor empty(const Shape& sizes, TensorOptions options) {
-  return finish("empty", make_checked("empty", sizes, options.dtype_, options.device_), options);
+  return finish("empty", Tensor::make_empty(sizes, options.dtype_, options.device_, "empty"),
+                options);
 }
 
 Tensor zeros(const Shape& sizes, TensorOptions options) {
