@@ -25,7 +25,8 @@
 namespace tessera {
 
 struct FromLocalOptions {
-  // Check the ranks agree on dtype (and shape when given), then broadcast coordinate 0's data
+  // Check the ranks agree on dtype and global shape (given, or inferred from the local shape, so
+  // uneven local shapes without an explicit shape raise), then broadcast coordinate 0's data
   // into the local tensor (in place, as PyTorch) along every Replicate mesh dim.
   bool run_check = false;
   // The global shape and stride; both or neither (then computed assuming even shards).

@@ -6,16 +6,28 @@
 
 namespace tessera::dtensor {
 
+namespace {
+
+// ceil(a / b) for a >= 0, b > 0, without the overflow of (a + b - 1) / b for b near INT64_MAX.
+int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+}  // namespace
+
 Run chunk_of(int64_t length, int64_t parts, int64_t index) {
-  const int64_t chunk = parts == 0 ? 0 : (length + parts - 1) / parts;
+  const int64_t chunk = parts == 0 ? 0 : ceil_div(length, parts);
   const int64_t start = std::min(chunk * index, length);
   return Run{start, std::min(length, start + chunk) - start};
 }
 
 std::vector<Run> shard_positions(int64_t length, int64_t parts, int64_t index,
                                  int64_t split_factor) {
+  // Only the first ceil(length / ceil(length / split_factor)) pieces are non-empty (torch.chunk
+  // makes no more), so a split factor far above the length costs no more than the length: at
+  // most one run per element, never one per piece.
+  const int64_t piece_length = ceil_div(length, split_factor);
+  const int64_t pieces = piece_length == 0 ? 1 : ceil_div(length, piece_length);
   std::vector<Run> out;
-  for (int64_t p = 0; p < split_factor; ++p) {
+  for (int64_t p = 0; p < pieces; ++p) {
     const Run piece = chunk_of(length, split_factor, p);
     const Run mine = chunk_of(piece.size, parts, index);
     out.push_back(Run{piece.offset + mine.offset, mine.size});
