@@ -146,7 +146,16 @@ ProcessGroup::ProcessGroup(int rank, std::vector<int> world_ranks,
 ProcessGroup::~ProcessGroup() = default;
 
 std::string ProcessGroup::describe() const {
-  return fmt::format("{} group [{}]", backend_name(), fmt::join(world_ranks_, ", "));
+  // Every rank formats this when its group is made: listing thousands of ranks in full would make
+  // setup quadratic in the group size (and the messages unreadable), so long lists are cut.
+  constexpr size_t kListed = 16;
+  const size_t n = world_ranks_.size();
+  if (n <= kListed)
+    return fmt::format("{} group [{}]", backend_name(), fmt::join(world_ranks_, ", "));
+  const auto head = std::vector<int>(world_ranks_.begin(), world_ranks_.begin() + kListed / 2);
+  const auto tail = std::vector<int>(world_ranks_.end() - kListed / 4, world_ranks_.end());
+  return fmt::format("{} group of {} ranks [{}, ..., {}]", backend_name(), n, fmt::join(head, ", "),
+                     fmt::join(tail, ", "));
 }
 
 void ProcessGroup::set_default_timeout(std::chrono::milliseconds timeout) {

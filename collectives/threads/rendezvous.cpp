@@ -90,8 +90,7 @@ GroupState::GroupState(std::shared_ptr<ThreadsWorld> world, std::string key,
     : world_(std::move(world)),
       key_(std::move(key)),
       world_ranks_(std::move(world_ranks)),
-      arrivals_(world_ranks_.size(), 0),
-      channels_(world_ranks_.size() * world_ranks_.size()) {
+      arrivals_(world_ranks_.size(), 0) {
   slots_[0].resize(world_ranks_.size());
   slots_[1].resize(world_ranks_.size());
 }
@@ -199,7 +198,7 @@ void GroupState::post(const std::shared_ptr<P2P>& half, const std::string& where
   {
     std::unique_lock lock(mutex_);
     throw_if_aborted(half->op, where);
-    Channel& channel = channels_[static_cast<size_t>(half->src * size() + half->dst)];
+    Channel& channel = channels_[{half->src, half->dst}];
     auto& mine = half->sending ? channel.sends : channel.recvs;
     auto& theirs = half->sending ? channel.recvs : channel.sends;
     if (theirs.empty()) {

@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/call.h"
@@ -144,12 +145,13 @@ class GroupState {
   std::atomic<uint64_t> completed_{0};  // barriers completed
   std::vector<uint64_t> arrivals_;      // per member: barriers arrived at
   std::vector<Slot> slots_[2];
-  // Unmatched halves per (src, dst): sends and receives waiting for their other half.
+  // Unmatched halves per (src, dst): sends and receives waiting for their other half. Made on
+  // first use: a table of every pair would make group setup quadratic in the group size.
   struct Channel {
     std::deque<std::shared_ptr<P2P>> sends;
     std::deque<std::shared_ptr<P2P>> recvs;
   };
-  std::vector<Channel> channels_;
+  std::map<std::pair<int, int>, Channel> channels_;
 };
 
 }  // namespace tessera::dist::detail

@@ -34,6 +34,7 @@ std::vector<int> iota_ranks(int n) {
 void run_threads(int world_size, const std::function<void(ProcessGroupPtr world)>& fn,
                  const ThreadsOptions& options) {
   TS_CHECK(world_size >= 1, "[run_threads] world_size must be at least 1, got ", world_size);
+  TS_CHECK(static_cast<bool>(fn), "[run_threads] the function to run on every rank is empty");
   TS_CHECK(options.timeout.count() > 0, "[run_threads] the timeout must be positive, got ",
            options.timeout.count(), " ms");
   auto world = std::make_shared<detail::ThreadsWorld>(world_size);
