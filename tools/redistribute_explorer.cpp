@@ -8,9 +8,12 @@
 // Placements: R, S<d>, P (sum), P<op> (Psum, Pavg, Pmax, Pmin), _S<d>:<split_factor>.
 
 #include <tessera/tessera.h>
+#include <unistd.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <mutex>
 #include <string>
 
@@ -33,25 +36,43 @@ struct Args {
   int iters = 101;
 };
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::cerr << "tessera-redistribute: " << problem << "\n"
-            << "usage: tessera-redistribute --mesh 2x2 --shape 4096x4096 --from S0,R --to R,S1\n"
-            << "       [--dtype f32|f64|bf16|f16] [--iters N]\n"
-            << "placements: R, S<d>, P or P<op> (Psum Pavg Pmax Pmin), _S<d>:<split_factor>\n";
-  std::exit(2);
+// Prints `problem` and the usage, and exits 2 (0 for --help, which prints to stdout).
+[[noreturn]] void usage(const std::string& problem, int status = 2) {
+  (status == 0 ? std::cout : std::cerr)
+      << "tessera-redistribute: " << problem << "\n"
+      << "usage: tessera-redistribute --mesh 2x2 --shape 4096x4096 --from S0,R --to R,S1\n"
+      << "       [--dtype f32|f64|bf16|f16] [--iters N]\n"
+      << "placements: R, S<d>, P or P<op> (Psum Pavg Pmax Pmin), _S<d>:<split_factor>\n";
+  std::exit(status);
 }
 
-ts::Shape parse_shape(const std::string& s) {
+// The whole of `s` as an integer in [lo, hi], or usage() naming `what`.
+int64_t parse_int(const std::string& s, const std::string& what, int64_t lo, int64_t hi) {
+  int64_t v = 0;
+  const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || error != std::errc() || end != s.data() + s.size() || v < lo || v > hi) {
+    usage(fmt::format("{}: expected an integer in [{}, {}], got \"{}\"", what, lo, hi, s));
+  }
+  return v;
+}
+
+// "4096x4096": sizes of at least `min_size` whose product int64 can count.
+ts::Shape parse_shape(const std::string& s, const std::string& flag, int64_t min_size) {
   ts::Shape out;
   size_t start = 0;
   while (start <= s.size()) {
     const size_t x = s.find('x', start);
     const std::string part =
         s.substr(start, x == std::string::npos ? std::string::npos : x - start);
-    if (part.empty()) usage("bad shape \"" + s + "\"");
-    out.push_back(std::stoll(part));
+    out.push_back(parse_int(part, flag + " \"" + s + "\" size", min_size,
+                            std::numeric_limits<int64_t>::max()));
     if (x == std::string::npos) break;
     start = x + 1;
+  }
+  try {
+    ts::checked_numel(out, flag.c_str());
+  } catch (const ts::Error& e) {
+    usage(e.what());
   }
   return out;
 }
@@ -62,11 +83,17 @@ ts::Placement parse_placement(const std::string& p) {
   if (p == "Pavg") return ts::Partial(ts::dist::ReduceOp::Avg);
   if (p == "Pmax") return ts::Partial(ts::dist::ReduceOp::Max);
   if (p == "Pmin") return ts::Partial(ts::dist::ReduceOp::Min);
-  if (p.size() > 1 && p[0] == 'S') return ts::Shard(std::stoll(p.substr(1)));
+  constexpr int64_t kMaxDim = 64;
+  if (p.size() > 1 && p[0] == 'S') {
+    return ts::Shard(parse_int(p.substr(1), "placement " + p + " dim", -kMaxDim, kMaxDim));
+  }
   if (p.rfind("_S", 0) == 0) {
     const size_t colon = p.find(':');
     if (colon == std::string::npos) usage("StridedShard needs _S<d>:<split_factor>, got " + p);
-    return ts::StridedShard(std::stoll(p.substr(2, colon - 2)), std::stoll(p.substr(colon + 1)));
+    return ts::StridedShard(
+        parse_int(p.substr(2, colon - 2), "placement " + p + " dim", -kMaxDim, kMaxDim),
+        parse_int(p.substr(colon + 1), "placement " + p + " split factor", 1,
+                  std::numeric_limits<int64_t>::max()));
   }
   usage("unknown placement \"" + p + "\"");
 }
@@ -91,17 +118,38 @@ ts::DType parse_dtype(const std::string& s) {
   usage("unknown dtype \"" + s + "\"");
 }
 
+// Every rank thread holds the source tensor, its shard and the result (about three copies, and
+// the threads share one machine): refuse up front what cannot fit instead of exhausting memory.
+void check_fits_in_memory(const Args& a) {
+  constexpr int64_t kMaxRanks = 4096;
+  if (a.mesh.numel() > kMaxRanks) {
+    usage(fmt::format("--mesh {} has {} ranks; the threads backend runs at most {} rank threads",
+                      a.mesh, a.mesh.numel(), kMaxRanks));
+  }
+  const double bytes = static_cast<double>(a.shape.numel()) *
+                       static_cast<double>(ts::element_size(a.dtype)) * 3.0 *
+                       static_cast<double>(a.mesh.numel());
+  const double physical =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (bytes > physical) {
+    usage(fmt::format(
+        "--shape {} {} on {} rank threads needs about {:.1f} GiB (three copies per "
+        "rank); this machine has {:.1f} GiB",
+        a.shape, ts::dtype_name(a.dtype), a.mesh.numel(), bytes / (1 << 30), physical / (1 << 30)));
+  }
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") usage("help");
+    if (flag == "--help" || flag == "-h") usage("plans, checks and times one redistribute", 0);
     if (i + 1 >= argc) usage("missing value after " + flag);
     const std::string v = argv[++i];
     if (flag == "--mesh") {
-      a.mesh = parse_shape(v);
+      a.mesh = parse_shape(v, flag, 1);
     } else if (flag == "--shape") {
-      a.shape = parse_shape(v);
+      a.shape = parse_shape(v, flag, 0);
     } else if (flag == "--from") {
       a.from = v;
     } else if (flag == "--to") {
@@ -109,11 +157,12 @@ Args parse(int argc, char** argv) {
     } else if (flag == "--dtype") {
       a.dtype = parse_dtype(v);
     } else if (flag == "--iters") {
-      a.iters = std::stoi(v);
+      a.iters = static_cast<int>(parse_int(v, flag, 1, 1000000));
     } else {
       usage("unknown flag " + flag);
     }
   }
+  check_fits_in_memory(a);
   return a;
 }
 
@@ -123,6 +172,12 @@ int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   const ts::Placements src = parse_placements(args.from);
   const ts::Placements dst = parse_placements(args.to);
+  if (src.size() != args.mesh.size() || dst.size() != args.mesh.size()) {
+    usage(
+        fmt::format("--from and --to need one placement per mesh dim ({} for --mesh {}), got {} "
+                    "and {}",
+                    args.mesh.size(), args.mesh, src.size(), dst.size()));
+  }
   const int world_size = static_cast<int>(args.mesh.numel());
   std::mutex print_mutex;
   int status = 0;
