@@ -1,0 +1,107 @@
+// The command-line tools under malformed, negative, huge and missing flag values: each must exit
+// with status 2 and a message naming the flag (never a signal, an uncaught exception, or a
+// "yes" about a result it could not have computed). Rows 9 and 10 of issue 21.
+
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/robustness/forked_case.h"
+
+namespace tessera::robustness_test {
+namespace {
+
+struct Run {
+  int status = -1;  // exit status, or 128 + signal
+  std::string output;
+};
+
+Run run_command(const std::string& args) {
+  const std::string cmd = std::string(TESSERA_EXPLORER) + " " + args + " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("popen failed: " + cmd);
+  Run r;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+// The tool must refuse `args` with status 2 and a message holding `fragment`.
+void expect_refusal(const std::string& args, const std::string& fragment) {
+  expect_success(
+      "tessera-redistribute " + args,
+      [args, fragment] {
+        const Run r = run_command(args);
+        if (r.status != 2 || r.output.find(fragment) == std::string::npos ||
+            r.output.find("usage:") == std::string::npos) {
+          throw std::logic_error("status " + std::to_string(r.status) + ", output:\n" + r.output);
+        }
+      },
+      60);
+}
+
+const std::string kSmall = "--mesh 2x2 --shape 8x8 --iters 1";
+
+TEST_CASE("robustness: tessera-redistribute flags", "[robustness][cli]") {
+  // Malformed.
+  expect_refusal(kSmall + " --from Sx,R --to R,R", "placement Sx");
+  expect_refusal(kSmall + " --from S0,R --to R,Q", "unknown placement \"Q\"");
+  expect_refusal(kSmall + " --from _S0,R --to R,R", "_S<d>:<split_factor>");
+  expect_refusal(kSmall + " --from _S0:x,R --to R,R", "split factor");
+  expect_refusal(kSmall + " --from S0,,R --to R,R", "unknown placement \"\"");
+  expect_refusal("--mesh 2x2 --shape 8x8 --iters abc", "--iters");
+  expect_refusal("--mesh 2xx2 --shape 8x8", "--mesh");
+  expect_refusal("--mesh 2x2 --shape 8by8", "--shape");
+  expect_refusal(kSmall + " --dtype f8", "unknown dtype");
+  expect_refusal(kSmall + " --bogus 1", "unknown flag --bogus");
+  // Negative.
+  expect_refusal("--mesh -2x2 --shape 8x8", "--mesh");
+  expect_refusal("--mesh 2x2 --shape 8x-8", "--shape");
+  expect_refusal("--mesh 2x2 --shape 8x8 --iters -3", "--iters");
+  expect_refusal(kSmall + " --from _S0:-2,R --to R,R", "split factor");
+  expect_refusal("--mesh 0 --shape 8", "--mesh");
+  // Huge.
+  expect_refusal("--mesh 20000 --shape 8", "--mesh");
+  expect_refusal("--mesh 2x2 --shape 1099511627776x1099511627776", "--shape");
+  expect_refusal("--mesh 2x2 --shape 99999999999999999999", "--shape");
+  expect_refusal("--mesh 2x2 --shape 1048576x1048576", "GiB");
+  expect_refusal("--mesh 2x2 --shape 8x8 --iters 99999999999", "--iters");
+  expect_refusal(kSmall + " --from S99999999999,R --to R,R", "placement S99999999999");
+  // Missing.
+  expect_refusal("--mesh", "missing value after --mesh");
+  expect_refusal("--mesh 2x2 --shape", "missing value after --shape");
+  expect_refusal(kSmall + " --from", "missing value after --from");
+  expect_refusal(kSmall + " --from S0", "one placement per mesh dim");
+  expect_refusal(kSmall + " --to R", "one placement per mesh dim");
+}
+
+TEST_CASE("robustness: tessera-redistribute placements the tensor cannot take",
+          "[robustness][cli]") {
+  // Well-formed flags that the library refuses: an Error message and status 1.
+  expect_success("S5 of a 2-D tensor", [] {
+    const Run r = run_command(kSmall + " --from S5,R --to R,R");
+    if (r.status != 1 || r.output.find("tessera-redistribute:") == std::string::npos) {
+      throw std::logic_error("status " + std::to_string(r.status) + ", output:\n" + r.output);
+    }
+  });
+  expect_success("--help", [] {
+    const Run r = run_command("--help");
+    if (r.status != 0 || r.output.find("usage:") == std::string::npos) {
+      throw std::logic_error("status " + std::to_string(r.status) + ", output:\n" + r.output);
+    }
+  });
+  // A split factor far above the dim is a valid placement (torch.chunk semantics) and runs.
+  expect_success("--from _S0:1000000000,R", [] {
+    const Run r = run_command(kSmall + " --from _S0:1000000000,R --to R,S1");
+    if (r.status != 0 ||
+        r.output.find("result equals the source tensor: yes") == std::string::npos) {
+      throw std::logic_error("status " + std::to_string(r.status) + ", output:\n" + r.output);
+    }
+  });
+}
+
+}  // namespace
+}  // namespace tessera::robustness_test
