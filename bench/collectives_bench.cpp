@@ -1,6 +1,8 @@
 // Bus bandwidth of the collectives (nccl-tests definitions) on 4 ranks, 4 KiB to 256 MiB:
-//   collectives_bench                                threads backend beside memcpy
-//   mpirun -n 4 --oversubscribe collectives_bench    mpi backend beside the raw MPI calls
+//   collectives_bench                                      threads backend beside memcpy
+//   mpirun -n 4 --oversubscribe collectives_bench          mpi backend beside the raw MPI calls
+//   mpirun -n 4 --oversubscribe collectives_bench check    mpi backend checked (the default)
+//                                                          beside check = false, to 64 MiB
 // plus small-message latency. Sizes are nccl-tests' "size": the tensor of all_reduce and
 // broadcast, the gathered output of all_gather, the input of reduce_scatter and all_to_all.
 // busbw = size / time x {all_reduce: 2(n-1)/n, all_gather, reduce_scatter, all_to_all: (n-1)/n,
@@ -22,14 +24,19 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
+
+#include "bench/bench_util.h"
+#include "tessera/tessera.h"
 
 #if __has_include(<mpi.h>)
 #include <mpi.h>
 #define TESSERA_BENCH_RAW_MPI 1
+// For the unchecked twin of the world (run_check_cost).
+#include "collectives/mpi/process_group_mpi.h"
 #endif
-
-#include "tessera/tessera.h"
 
 namespace {
 
@@ -311,11 +318,166 @@ void run_mpi_backend() {
         worst.geo_mean, worst.ratio);
   }
 }
+
+// Seconds per call of two bodies at `bytes`, and the median over rounds of their ratio: each
+// round times a short batch of each, adjacent in time (in alternating order), so that load from
+// other processes, which lasts longer than a round, cancels in the round's ratio. For differences
+// of a few percent, which the best-of-batches of time_pair cannot resolve on a shared machine.
+struct PairedTiming {
+  double a;  // median seconds per call
+  double b;
+  double ratio;  // median of the rounds' a / b
+};
+PairedTiming time_rounds(const dist::ProcessGroupPtr& pg, const Body& a, const Body& b,
+                         int64_t bytes) {
+  constexpr double kBatchSeconds = 2e-3;
+  constexpr double kTotalSeconds = 0.4;
+  const auto seconds = [&](const Body& body, int64_t calls) {
+    pg->barrier();
+    const auto t0 = Clock::now();
+    for (int64_t i = 0; i < calls; ++i) body(bytes);
+    pg->barrier();
+    return std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(calls);
+  };
+  const double warm = std::max(seconds(a, 1), seconds(b, 1));
+  Tensor plan = Tensor::make_empty({2}, tessera::kInt64, tessera::Device::cpu());
+  int64_t* p = plan.data_ptr<int64_t>();
+  p[0] = std::clamp<int64_t>(static_cast<int64_t>(kBatchSeconds / warm), 1, 1000);  // calls
+  p[1] = std::clamp<int64_t>(
+      static_cast<int64_t>(kTotalSeconds / (2 * static_cast<double>(p[0]) * warm)), 9, 61);
+  pg->broadcast(plan, 0);  // every rank runs rank 0's counts
+  std::vector<double> ta, tb, ratios;
+  for (int64_t round = 0; round < p[1]; ++round) {
+    double x = 0.0;
+    double y = 0.0;
+    if (round % 2 == 0) {
+      x = seconds(a, p[0]);
+      y = seconds(b, p[0]);
+    } else {
+      y = seconds(b, p[0]);
+      x = seconds(a, p[0]);
+    }
+    ta.push_back(x);
+    tb.push_back(y);
+    ratios.push_back(x / y);
+  }
+  const auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  return {median(ta), median(tb), median(ratios)};
+}
+
+// Checked (the default) against check = false on the same ranks: the world and an unchecked
+// twin over a copy of its communicator, made directly because a process holds one world. Prints
+// per op and size both times and the added cost, then the small-message latencies; targets
+// (issue 21): <= 2% from 64 KiB up, <= 1 us on a small collective through shared memory.
+void run_check_cost() {
+  const dist::ProcessGroupPtr pg = dist::init_process_group({.backend = "mpi"});
+  if (pg->size() != kRanks) {
+    if (pg->rank() == 0) fmt::print("run with mpirun -n {} (got {} ranks)\n", kRanks, pg->size());
+    return;
+  }
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  const dist::ProcessGroupPtr unchecked = std::make_shared<dist::detail::ProcessGroupMPI>(
+      comm, pg->world_ranks(), pg->default_timeout(), /*check=*/false,
+      dist::detail::ensure_mpi_initialized());
+  const bool root = pg->rank() == 0;
+  if (root) {
+    fmt::print(
+        "mpi backend, {} processes, float32: checked (default) beside check = false; medians "
+        "over rounds, \"added\" = median of the rounds' ratios - 1\n",
+        kRanks);
+  }
+  constexpr int64_t kMaxCheckBytes = int64_t{64} << 20;
+  const Buffers b(kMaxCheckBytes);
+  double worst_large = -1.0;  // highest relative cost from 64 KiB up
+  std::string worst_at;
+  for (size_t o = 0; o < kOps.size(); ++o) {
+    if (root) {
+      fmt::print("\n{:<22} {:>9} {:>13} {:>15} {:>8}\n", kOps[o].name, "size", "checked (us)",
+                 "unchecked (us)", "added");
+    }
+    for (int64_t bytes : sizes()) {
+      if (bytes > kMaxCheckBytes) break;
+      const PairedTiming t = time_rounds(pg, tessera_body(o, pg, b, bytes),
+                                         tessera_body(o, unchecked, b, bytes), bytes);
+      if (bytes >= (int64_t{64} << 10) && t.ratio - 1.0 > worst_large) {
+        worst_large = t.ratio - 1.0;
+        worst_at = fmt::format("{} {}", kOps[o].name, size_name(bytes));
+      }
+      if (root) {
+        fmt::print("{:<22} {:>9} {:>13.1f} {:>15.1f} {:>7.1f}%\n", "", size_name(bytes), t.a * 1e6,
+                   t.b * 1e6, (t.ratio - 1.0) * 100);
+      }
+    }
+  }
+  // Small messages: through shared memory (collectives) and a ping-pong between ranks 0 and 1.
+  const Tensor tiny = b.head(b.in, 8);
+  const Tensor gathered = b.head(b.out, 8 * kRanks);
+  using Small = std::function<void(dist::ProcessGroup&)>;
+  const std::vector<std::pair<const char*, Small>> small = {
+      {"barrier", [](dist::ProcessGroup& g) { g.barrier(); }},
+      {"all_reduce 8 B", [&](dist::ProcessGroup& g) { g.all_reduce(tiny); }},
+      {"broadcast 8 B", [&](dist::ProcessGroup& g) { g.broadcast(tiny, 0); }},
+      {"all_gather 8 B", [&](dist::ProcessGroup& g) { g.all_gather_into_tensor(gathered, tiny); }},
+      {"send/recv 8 B round trip", [&](dist::ProcessGroup& g) {
+         if (g.rank() == 0) {
+           g.send(tiny, 1);
+           g.recv(tiny, 1);
+         } else if (g.rank() == 1) {
+           g.recv(tiny, 0);
+           g.send(tiny, 0);
+         }
+       }}};
+  double worst_small = 0.0;  // most microseconds added to a collective through shared memory
+  if (root) {
+    fmt::print("\n{:<26} {:>13} {:>15} {:>10}\n", "small messages", "checked (us)",
+               "unchecked (us)", "added us");
+  }
+  for (const auto& [name, call] : small) {
+    const Small& f = call;
+    const PairedTiming t = time_rounds(
+        pg, [&](int64_t) { f(*pg); }, [&](int64_t) { f(*unchecked); }, 8);
+    // Added time as the median ratio applied to the unchecked median (robust like the ratio).
+    const double added_us = (t.ratio - 1.0) * t.b * 1e6;
+    if (std::string_view(name).find("send") == std::string_view::npos) {
+      worst_small = std::max(worst_small, added_us);
+    }
+    if (root) {
+      fmt::print("{:<26} {:>13.2f} {:>15.2f} {:>10.2f}\n", name, t.a * 1e6, t.b * 1e6, added_us);
+    }
+  }
+  if (root) {
+    // The arithmetic a checked call adds on every rank, apart from any waiting: its fingerprint
+    // and the combination of the group's. Single-threaded, so it is measurable under load.
+    dist::detail::CallSignature sig;
+    sig.kind = dist::CollectiveKind::AllReduce;
+    sig.dtype = tessera::kFloat32;
+    sig.in_numel = sig.out_numel = 1 << 20;
+    volatile uint64_t sink = 0;
+    const double fingerprint_s = tessera::bench::time_per_call(
+        [&] {
+          dist::detail::Fingerprint all = dist::detail::fingerprint_of(sig, 0, kRanks);
+          for (int q = 1; q < kRanks; ++q)
+            all.combine(dist::detail::fingerprint_of(sig, q, kRanks));
+          sink = sink + all.balance;
+        },
+        100000);
+    fmt::print("\n{} fingerprints of an all_reduce signature, made and combined: {:.0f} ns\n",
+               kRanks, fingerprint_s * 1e9);
+    fmt::print(
+        "\nchecking adds at most {:.1f}% from 64 KiB up ({}; target <= 2%) and {:.2f} us to a "
+        "small collective through shared memory (target <= 1 us)\n",
+        worst_large * 100, worst_at, worst_small);
+  }
+}
 #endif
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr ||
                             std::getenv("PMI_RANK") != nullptr ||
                             std::getenv("PMIX_RANK") != nullptr;
@@ -325,8 +487,14 @@ int main() {
     return 0;
   }
 #ifdef TESSERA_BENCH_RAW_MPI
-  run_mpi_backend();
+  if (argc > 1 && std::string_view(argv[1]) == "check") {
+    run_check_cost();
+  } else {
+    run_mpi_backend();
+  }
 #else
+  (void)argc;
+  (void)argv;
   fmt::print("this build has no MPI: run without mpirun for the threads backend\n");
 #endif
   return 0;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <ostream>
 
 namespace tessera::dist::detail {
@@ -39,6 +40,24 @@ std::vector<int64_t> numels(const std::vector<Tensor>& ts) {
   for (const Tensor& t : ts) out.push_back(t.numel());
   return out;
 }
+
+// splitmix64's finalizer: every input bit affects every output bit.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t hash_fields(std::initializer_list<int64_t> fields) {
+  uint64_t h = 0;
+  for (int64_t f : fields) h = mix(h ^ static_cast<uint64_t>(f));
+  return h;
+}
+
+// The weight of elements going from rank i to rank j in a balance (odd: see Note [Agreement
+// fingerprints]).
+uint64_t weight(size_t i, size_t j) { return mix((uint64_t{i} << 32) ^ uint64_t{j}) | 1; }
 
 }  // namespace
 
@@ -98,6 +117,73 @@ CallSignature decode_signature(const int64_t* src, int group_size) {
   const int64_t* end = counts + 2 * group_size;
   sig.counts.assign(counts, std::find(counts, end, int64_t{-1}));
   return sig;
+}
+
+void Fingerprint::combine(const Fingerprint& other) {
+  max_key = std::max(max_key, other.max_key);
+  max_not_key = std::max(max_not_key, other.max_not_key);
+  balance += other.balance;  // unsigned: wraps
+}
+
+Fingerprint fingerprint_of(const CallSignature& sig, int rank, int group_size) {
+  const auto kind = static_cast<int64_t>(sig.kind);
+  const auto dtype = static_cast<int64_t>(sig.dtype);
+  const auto r = static_cast<size_t>(rank);
+  const auto n = static_cast<size_t>(group_size);
+  const auto p = static_cast<size_t>(sig.peer);
+  const auto count = [](int64_t c) { return static_cast<uint64_t>(c); };
+  uint64_t key = 0;
+  uint64_t balance = 0;
+  // Mirrors check_agreement, kind by kind.
+  switch (sig.kind) {
+    case CollectiveKind::AllReduce:
+    case CollectiveKind::ReduceScatterTensor:
+      key = hash_fields({kind, dtype, static_cast<int64_t>(sig.op), sig.in_numel});
+      break;
+    case CollectiveKind::AllGatherIntoTensor:
+      key = hash_fields({kind, dtype, sig.in_numel});
+      break;
+    case CollectiveKind::Broadcast:
+      key = hash_fields({kind, dtype, sig.peer, sig.in_numel});
+      break;
+    case CollectiveKind::Scatter:
+      key = hash_fields({kind, dtype, sig.peer});
+      balance -= weight(p, r) * count(sig.out_numel);
+      if (r == p) {
+        for (size_t j = 0; j < sig.counts.size(); ++j) {
+          balance += weight(p, j) * count(sig.counts[j]);
+        }
+      }
+      break;
+    case CollectiveKind::Gather:
+      key = hash_fields({kind, dtype, sig.peer});
+      balance += weight(r, p) * count(sig.in_numel);
+      if (r == p) {
+        for (size_t j = 0; j < sig.counts.size(); ++j) {
+          balance -= weight(j, p) * count(sig.counts[j]);
+        }
+      }
+      break;
+    case CollectiveKind::AllGather:
+      key = hash_fields({kind, dtype});
+      for (size_t q = 0; q < n; ++q) balance += weight(r, q) * count(sig.in_numel);
+      for (size_t q = 0; q < sig.counts.size(); ++q) balance -= weight(q, r) * count(sig.counts[q]);
+      break;
+    case CollectiveKind::AllToAllSingle:
+      key = hash_fields({kind, dtype});
+      // counts: n in_counts (to each rank), then n out_counts (from each rank).
+      for (size_t j = 0; j < n && j < sig.counts.size(); ++j) {
+        balance += weight(r, j) * count(sig.counts[j]);
+      }
+      for (size_t j = 0; n + j < sig.counts.size(); ++j) {
+        balance -= weight(j, r) * count(sig.counts[n + j]);
+      }
+      break;
+    default:  // barrier, split: the kind alone
+      key = hash_fields({kind});
+      break;
+  }
+  return {key, ~key, balance};
 }
 
 void check_agreement(const CallSignature& mine, const std::vector<CallSignature>& sigs,

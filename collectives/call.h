@@ -57,6 +57,39 @@ int64_t encoded_signature_length(int group_size);
 void encode_signature(const CallSignature& sig, int group_size, int64_t* dst);
 CallSignature decode_signature(const int64_t* src, int group_size);
 
+// Note [Agreement fingerprints]
+// A backend whose ranks cannot read each other's signatures for free (mpi) checks agreement in
+// two steps: each member exchanges a 24-byte fingerprint of its signature, and only when the
+// fingerprints differ does it exchange whole signatures for check_agreement's detailed Error.
+// `key` hashes what check_agreement requires to be equal on every member (the kind, and as the
+// kind needs them the dtype, reduce op, root and element count); members agree on it when the
+// maximum of the keys equals the minimum (the maximum of ~key is ~minimum). The counts that
+// differ legitimately from rank to rank (all_gather's and all_to_all_single's per-rank counts,
+// scatter's and gather's list on the root) are checked as a balance instead: each member adds
+// w(i, j) * count for every count it sends from i to j and subtracts it for every count it
+// expects, with odd pseudo-random weights w, so the balances sum to zero (mod 2^64) when every
+// sender and receiver agree; a single wrong count can never cancel (an odd weight times a
+// non-zero count below 2^63 is non-zero mod 2^64), several only by a 64-bit coincidence.
+// Combining is max, max, wrapping sum. Every member exchanges its fingerprint the same way
+// whatever its call, before any data moves (on one machine in its shared-memory tag at the first
+// barrier, otherwise one MPI_Allreduce), so a barrier facing an all_reduce is told apart instead
+// of hanging. No sequence number is hashed: the n-th exchange of a member always meets the n-th
+// of the others.
+struct Fingerprint {
+  uint64_t max_key = 0;
+  uint64_t max_not_key = 0;  // max of ~key
+  uint64_t balance = 0;
+
+  // Folds in another member's fingerprint (or a combination of several).
+  void combine(const Fingerprint& other);
+  bool agrees() const { return max_key == ~max_not_key && balance == 0; }
+};
+
+// Member `rank`'s fingerprint of `sig` in a group of `group_size`; see Note [Agreement
+// fingerprints]. The members' signatures pass check_agreement exactly when their fingerprints
+// combine to one that agrees (barring a 64-bit coincidence); the two must change together.
+Fingerprint fingerprint_of(const CallSignature& sig, int rank, int group_size);
+
 // Throws (on every rank alike, given the same signatures) an Error naming `mine`'s op, the group,
 // the disagreeing ranks and their values. sigs[r] is member r's signature.
 void check_agreement(const CallSignature& mine, const std::vector<CallSignature>& sigs,

@@ -10,8 +10,12 @@
 //   past its timeout raises CommError and fails its group for the other members.
 // mpi: one process per rank (mpirun -n N prog). Data moves with MPI calls; reductions run
 //   Tessera's own loops (MPI knows neither bfloat16 / float16 nor Avg). Arguments are checked
-//   across ranks in checked mode (InitOptions::check or TESSERA_DIST_CHECK=1); unchecked,
-//   disagreeing arguments are undefined behaviour, as in MPI. An uncaught exception on any rank,
+//   across ranks by default, as on threads: disagreeing ranks (sizes, dtypes, root, reduce op,
+//   a barrier facing an all_reduce, a send larger than its recv) all raise the same Error and the
+//   group stays usable. The check costs collectives a 24-byte fingerprint (Note [Agreement
+//   fingerprints] in call.h) and point to point a swap of signatures. InitOptions::check = false
+//   (or TESSERA_DIST_CHECK=0) opts out: disagreeing arguments are then undefined behaviour, as in
+//   MPI (wrong data or a hang). An uncaught exception on any rank,
 //   or a collective past its timeout, ends the whole job with the rank's message and a non-zero
 //   exit (MPI_Abort): a job never hangs on a lost rank.
 // nccl: CUDA tensors, stream-ordered, communicators bootstrapped through MPI; needs a build with
@@ -32,8 +36,11 @@ struct InitOptions {
   std::string backend = "auto";
   // Default timeout of the world's collectives (and of groups split from it).
   std::chrono::milliseconds timeout = kDefaultTimeout;
-  // MPI: check every call's arguments across ranks first (one small all-gather per call).
-  bool check = false;
+  // MPI: check every call's arguments across ranks (Note [Collective backends]). false opts
+  // out, leaving disagreeing arguments undefined (wrong data or a hang), to save under 1 us per
+  // small collective and one shared-memory barrier per large one (bench/RESULTS.md). Groups
+  // split from the world inherit it.
+  bool check = true;
 };
 
 // Creates the world of this process and makes it dist::world(). Errors: an unknown backend, a

@@ -45,7 +45,7 @@ std::unique_ptr<NodeBuffers> NodeBuffers::create(MPI_Comm comm, size_t slot_byte
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   // A fresh object reads as zeros: the arrival counter starts at 0.
-  const size_t bytes = kHeaderBytes + static_cast<size_t>(size) * 2 * slot_bytes;
+  const size_t bytes = kHeaderBytes + static_cast<size_t>(size) * 2 * (kTagBytes + slot_bytes);
   // Rank 0 makes the object and tells the others its name; each maps it; all agree on success.
   std::array<char, 64> name{};
   int fd = -1;

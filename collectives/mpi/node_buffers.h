@@ -22,7 +22,9 @@ namespace tessera::dist::detail {
 // per collective suffices, whatever other (non-synchronizing) calls run in between. The barrier
 // is a counter in the shared memory itself (MPI_Barrier costs several times more): a rank that
 // never arrives leaves the others waiting until the watchdog ends the job (Note [MPI job
-// failure]), as a stuck MPI call would.
+// failure]), as a stuck MPI call would. In checked mode every collective of the group meets at
+// this barrier (the large ones with only their fingerprint in their tag, before MPI moves the
+// data), so the rule is: a collective takes a set exactly when it passes a barrier here.
 class NodeBuffers {
  public:
   // Collective over `comm`. Null (on every rank alike) when the ranks are not all on one machine
@@ -32,10 +34,18 @@ class NodeBuffers {
   NodeBuffers(const NodeBuffers&) = delete;
   NodeBuffers& operator=(const NodeBuffers&) = delete;
 
+  // Bytes of each rank's tag: a small record exchanged beside the slot's data (in checked mode
+  // the call's fingerprint, Note [Agreement fingerprints] in collectives/call.h).
+  static constexpr size_t kTagBytes = 64;
+
   size_t slot_bytes() const { return slot_bytes_; }
   // The slot of `rank` in the set that collective number `call` (counted per group) uses.
   char* slot(int rank, uint64_t call) const {
     return slots_ + (static_cast<size_t>(rank) * 2 + call % 2) * slot_bytes_;
+  }
+  // The tag of `rank` in that set; a line of its own, so that ranks writing theirs do not contend.
+  char* tag(int rank, uint64_t call) const {
+    return tags_ + (static_cast<size_t>(rank) * 2 + call % 2) * kTagBytes;
   }
   // Returns once every rank of the group has arrived at barrier number `number` (counted per
   // group; a collective may take more than one); orders each rank's writes before it arrives
@@ -47,12 +57,14 @@ class NodeBuffers {
 
   NodeBuffers(char* base, size_t mapped_bytes, size_t slot_bytes, int size)
       : base_(base),
-        slots_(base + kHeaderBytes),
+        tags_(base + kHeaderBytes),
+        slots_(tags_ + static_cast<size_t>(size) * 2 * kTagBytes),
         mapped_bytes_(mapped_bytes),
         slot_bytes_(slot_bytes),
         size_(size) {}
 
   char* base_;
+  char* tags_;
   char* slots_;
   size_t mapped_bytes_;
   size_t slot_bytes_;

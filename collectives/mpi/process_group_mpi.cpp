@@ -64,9 +64,35 @@ char* common_base(const std::vector<Tensor>& list, const std::vector<int>& displ
   return base;
 }
 
+// Combines fingerprints for MPI_Allreduce, as Fingerprint::combine does.
+void combine_fingerprints(void* in, void* inout, int* length, MPI_Datatype* /*type*/) {
+  const auto* theirs = static_cast<const Fingerprint*>(in);
+  auto* ours = static_cast<Fingerprint*>(inout);
+  for (int i = 0; i < *length; ++i) ours[i].combine(theirs[i]);
+}
+
+// A fingerprint as one MPI element (so that no algorithm splits it) and the op combining them.
+// Made once, after MPI_Init; MPI_Finalize frees them.
+struct FingerprintMpi {
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_Op op = MPI_OP_NULL;
+};
+const FingerprintMpi& fingerprint_mpi() {
+  static const FingerprintMpi made = [] {
+    static_assert(sizeof(Fingerprint) == 3 * sizeof(uint64_t));
+    FingerprintMpi f;
+    TS_MPI_CHECK(MPI_Type_contiguous(3, MPI_UINT64_T, &f.type));
+    TS_MPI_CHECK(MPI_Type_commit(&f.type));
+    TS_MPI_CHECK(MPI_Op_create(&combine_fingerprints, /*commute=*/1, &f.op));
+    return f;
+  }();
+  return made;
+}
+
 // One send or recv, and its Work: non-blocking MPI requests, so posting never blocks (an
 // isend-then-recv ring works). In checked mode the two sides also swap signatures and both
-// raise alike when they disagree.
+// raise alike when they disagree; each side's Work then completes only once the other side has
+// posted (as on the threads backend).
 class P2PWork final : public Work {
  public:
   P2PWork(const Call& call, MPI_Comm comm, int group_size, bool check, std::string where)
@@ -115,7 +141,7 @@ class P2PWork final : public Work {
     if (!done_) {
       const WatchdogScope watch(op_, where_, timeout_);
       MPI_Status statuses[3];
-      finish(MPI_Waitall(num_requests_, requests_, statuses));
+      finish(MPI_Waitall(num_requests_, requests_, statuses), statuses);
     }
     if (error_) std::rethrow_exception(error_);
   }
@@ -126,15 +152,16 @@ class P2PWork final : public Work {
     int flag = 0;
     MPI_Status statuses[3];
     const int rc = MPI_Testall(num_requests_, requests_, &flag, statuses);
-    if (flag || rc != MPI_SUCCESS) finish(rc);
+    if (flag || rc != MPI_SUCCESS) finish(rc, statuses);
     return done_;
   }
 
  private:
   MPI_Request* next_request() { return &requests_[num_requests_++]; }
 
-  void finish(int rc) const {
+  void finish(int rc, const MPI_Status* statuses) const {
     done_ = true;
+    const int64_t numel = tensor_.numel();
     tensor_ = Tensor();
     try {
       if (check_) {
@@ -144,7 +171,16 @@ class P2PWork final : public Work {
         check_p2p_agreement(op_, sending_ ? mine_ : theirs, sending_ ? theirs : mine_, src, dst,
                             where_);
       }
-      if (rc != MPI_SUCCESS) throw_mpi_error(sending_ ? "MPI_Isend" : "MPI_Irecv", rc);
+      if (rc == MPI_SUCCESS) return;
+      // MPI_ERR_IN_STATUS only says that some request failed; the data request is the last.
+      const int data_rc = rc == MPI_ERR_IN_STATUS ? statuses[num_requests_ - 1].MPI_ERROR : rc;
+      int error_class = data_rc;
+      MPI_Error_class(data_rc, &error_class);
+      // Unchecked, the receiver alone learns of a larger message, and not its size.
+      TS_CHECK_SHAPE(sending_ || error_class != MPI_ERR_TRUNCATE, "[", op_, "] rank ", rank_,
+                     " of ", where_, " posted ", numel, " elements but rank ", peer_,
+                     " sent more (MPI_ERR_TRUNCATE); with check = true both sides name both sizes");
+      throw_mpi_error(sending_ ? "MPI_Isend" : "MPI_Irecv", data_rc);
     } catch (...) {
       error_ = std::current_exception();
     }
@@ -219,7 +255,15 @@ WorkPtr ProcessGroupMPI::run(Call&& call) {
   return progress_->submit([this, owned] { execute(*owned); }, true);
 }
 
-void ProcessGroupMPI::check_agreement_across(const CallSignature& sig) {
+void ProcessGroupMPI::agree_over_mpi(const Call& call) {
+  Fingerprint all = fingerprint_of(signature_of(call), rank(), size());
+  const FingerprintMpi& f = fingerprint_mpi();
+  TS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all, 1, f.type, f.op, comm_));
+  if (!all.agrees()) raise_disagreement(call);
+}
+
+void ProcessGroupMPI::raise_disagreement(const Call& call) {
+  const CallSignature sig = signature_of(call);
   const int n = size();
   const int64_t length = encoded_signature_length(n);
   std::vector<int64_t> all(static_cast<size_t>(length * n));
@@ -232,12 +276,19 @@ void ProcessGroupMPI::check_agreement_across(const CallSignature& sig) {
   sigs.reserve(static_cast<size_t>(n));
   for (int q = 0; q < n; ++q) sigs.push_back(decode_signature(all.data() + q * length, n));
   check_agreement(sig, sigs, *this);
+  TS_INTERNAL_ASSERT(false, "[", call.name(), "] the fingerprints of ", where_,
+                     " disagree but the signatures pass check_agreement; fingerprint_of and ",
+                     "check_agreement must change together");
 }
 
 void ProcessGroupMPI::execute(const Call& call) {
   const WatchdogScope watch(call.name(), where_, call.timeout);
-  if (check_) check_agreement_across(signature_of(call));
-  if (run_on_node(call)) return;
+  // Checking comes before any data moves, the same exchange for every kind of call.
+  if (node_ != nullptr) {
+    if (run_on_node(call)) return;
+  } else if (check_ && size() > 1) {
+    agree_over_mpi(call);
+  }
   const DType dtype = call.dtype();
   const MPI_Datatype type = unit_type(element_size(dtype));
   switch (call.kind) {
@@ -495,9 +546,18 @@ ProcessGroupPtr ProcessGroupMPI::split_group(const char* op_name, const std::vec
   progress_->submit(
       [&] {
         const WatchdogScope watch(op_name, where_, default_timeout());
+        if (check_) {
+          // A split meets the other ranks' calls as a collective does (it moves no data here).
+          Call split;
+          split.kind = CollectiveKind::Split;
+          if (node_ != nullptr) {
+            run_on_node(split);
+          } else if (size() > 1) {
+            agree_over_mpi(split);
+          }
+        }
         const int n = size();
-        // Lists travel as membership flags in the signature's counts, so that in checked mode a
-        // split facing another collective is reported like any disagreement.
+        // Lists travel as membership flags in the signature's counts.
         CallSignature sig;
         sig.kind = CollectiveKind::Split;
         sig.counts.assign(static_cast<size_t>(n), 0);
@@ -554,8 +614,11 @@ ProcessGroupPtr make_mpi_world(const InitOptions& options) {
   TS_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
   std::vector<int> ranks(static_cast<size_t>(size));
   std::iota(ranks.begin(), ranks.end(), 0);
+  // TESSERA_DIST_CHECK=0 or =1 overrides options.check without rebuilding the program.
   const char* env_check = std::getenv("TESSERA_DIST_CHECK");
-  const bool check = options.check || (env_check != nullptr && std::string(env_check) == "1");
+  bool check = options.check;
+  if (env_check != nullptr && std::string_view(env_check) == "0") check = false;
+  if (env_check != nullptr && std::string_view(env_check) == "1") check = true;
   return std::make_shared<ProcessGroupMPI>(comm, std::move(ranks), options.timeout, check,
                                            async_threads);
 }

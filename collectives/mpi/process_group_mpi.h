@@ -14,7 +14,8 @@ namespace tessera::dist::detail {
 
 class ProcessGroupMPI final : public ProcessGroup {
  public:
-  // Takes ownership of `comm`. `check`: exchange and check every call's signature first.
+  // Takes ownership of `comm`. `check`: every call's arguments are checked across ranks first
+  // (Note [Agreement fingerprints] in collectives/call.h; point to point swaps signatures).
   // `async_threads`: MPI allows calls from several threads, so async calls get a progress thread.
   ProcessGroupMPI(MPI_Comm comm, std::vector<int> world_ranks, std::chrono::milliseconds timeout,
                   bool check, bool async_threads);
@@ -29,14 +30,20 @@ class ProcessGroupMPI final : public ProcessGroup {
 
  private:
   void execute(const Call& call);
-  // Small collectives through shared memory when the group is on one machine; false when the call
-  // goes through MPI instead (node_collectives.cpp).
+  // With node_ (the group is on one machine), every call that meets the other ranks in shared
+  // memory: small collectives (their data), barriers and, in checked mode, every collective (its
+  // fingerprint, checked here). Returns whether the call is done; false: MPI moves its data
+  // (node_collectives.cpp).
   bool run_on_node(const Call& call);
   // out = op over the ranks' slots (of set `set`) of elements [begin, begin + count).
   void reduce_slots(const Call& call, uint64_t set, int64_t begin, int64_t count, char* out);
   void node_all_reduce(const Call& call, uint64_t set);
-  // Checked mode: all-gathers the signatures and checks them on every rank alike.
-  void check_agreement_across(const CallSignature& sig);
+  // Checked mode without node_: combines the ranks' fingerprints of `call` with one
+  // MPI_Allreduce and raises when they disagree.
+  void agree_over_mpi(const Call& call);
+  // After fingerprints disagreed: all-gathers the signatures and throws check_agreement's Error,
+  // the same on every rank.
+  [[noreturn]] void raise_disagreement(const Call& call);
   void all_reduce(const Call& call);
   // Recursive doubling over partials in the accumulator dtype.
   void all_reduce_small(const Call& call);

@@ -3,34 +3,21 @@
 // runs the same test cases in the same order.
 
 #include <catch2/catch.hpp>
-#include <cstdlib>
 
 #include "tests/collectives/collective_cases.h"
+#include "tests/collectives/mpi_world.h"
 #include "tests/collectives/strided_cases.h"
 
 namespace dist = tessera::dist;
-using namespace std::chrono_literals;
-
-namespace {
-
-// One world per process: in checked mode, so that disagreements raise on every rank, unless
-// TESSERA_TEST_MPI_UNCHECKED=1 (a second ctest entry covers the unchecked paths).
-bool checked() { return std::getenv("TESSERA_TEST_MPI_UNCHECKED") == nullptr; }
-
-dist::ProcessGroupPtr mpi_world() {
-  static const dist::ProcessGroupPtr world =
-      dist::init_process_group({.backend = "mpi", .timeout = 120s, .check = checked()});
-  return world;
-}
-
-}  // namespace
+using coll_test::mpi_checked;
+using coll_test::mpi_world;
 
 TEST_CASE("mpi: every collective x op x dtype matches the reference", "[.mpi]") {
   const dist::ProcessGroupPtr pg = mpi_world();
   REQUIRE(pg->backend_name() == "mpi");
   REQUIRE(dist::world() == pg);
   INFO("rank " << pg->rank() << " of " << pg->size());
-  for (const auto& f : coll_test::check_everything(pg, checked())) FAIL_CHECK(f);
+  for (const auto& f : coll_test::check_everything(pg, mpi_checked())) FAIL_CHECK(f);
 }
 
 TEST_CASE("mpi: strided views are staged through contiguous buffers", "[.mpi]") {
