@@ -5,6 +5,8 @@
 
 namespace tessera::autograd {
 
+AutogradMeta::~AutogradMeta() { release_node(grad_fn_); }
+
 AutogradMeta* get_autograd_meta(const Tensor& t) {
   TensorImpl* impl = t.unsafe_impl();
   if (impl == nullptr) return nullptr;

@@ -31,6 +31,9 @@ struct AutogradMeta final : AutogradMetaBase {
   // Guards grad_accumulator_ creation and grad_ accumulation.
   std::mutex mutex_;
 
+  // Releases grad_fn_ through release_node (see Note [Releasing deep graphs]).
+  ~AutogradMeta() override;
+
   bool requires_grad() const override { return requires_grad_ || grad_fn_ != nullptr; }
 };
 

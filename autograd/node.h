@@ -51,7 +51,9 @@ using TensorHook = std::function<Tensor(const Tensor&)>;
 class Node {
  public:
   Node() = default;
-  virtual ~Node() = default;
+  // Releases the next edges through release_node, so that freeing a graph of any depth never
+  // nests destructors more than a few deep (see Note [Releasing deep graphs]).
+  virtual ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
@@ -86,6 +88,12 @@ class Node {
   std::vector<std::pair<uint32_t, TensorHook>> pre_hooks_;
   std::vector<std::pair<uint32_t, std::function<void(const Tensor&)>>> retain_grad_hooks_;
 };
+
+// Drops the reference `fn` (leaving it null). If that frees the node, the nodes it held alone are
+// freed by a loop on this thread rather than by nested destructors, so that a graph of any depth
+// is released in bounded stack (see Note [Releasing deep graphs]). For every owner of a
+// shared_ptr<Node> that may be the last one on a long path: Node's edges, AutogradMeta's grad_fn.
+void release_node(std::shared_ptr<Node>& fn) noexcept;
 
 // Applies hooks in order to grad; a hook returning an undefined tensor keeps the gradient.
 Tensor apply_hooks(const std::vector<TensorHook>& hooks, Tensor grad);
