@@ -238,6 +238,16 @@ TEST_CASE("robustness: ops with arguments they cannot take", "[robustness]") {
                [] { where(full({2}, true, kBool), ones({3}), ones({4})); }, {"[where]"});
 }
 
+TEST_CASE("robustness: a chain of 300,000 ops with grad, dropped (row 6)", "[robustness]") {
+  // Freed by nested destructors it overflowed the stack; tests/autograd/deep_graph_test.cpp
+  // covers a million ops with backward.
+  expect_success("drop a 300,000-op chain", [] {
+    Tensor y = ones({2}).requires_grad_();
+    for (int i = 0; i < 300000; ++i) y = y * 1.0;
+    y = Tensor();
+  });
+}
+
 TEST_CASE("robustness: DTensor arguments", "[robustness]") {
   const auto on_2x2 = [](const std::function<void(const DeviceMesh&)>& body) {
     return [body] {
