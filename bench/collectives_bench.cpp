@@ -106,17 +106,23 @@ struct Timing {
   double b;  // of the second
 };
 
+// Seconds per call of `calls` calls of body at `bytes`, between barriers.
+double seconds_per_call(const dist::ProcessGroupPtr& pg, const Body& body, int64_t bytes,
+                        int64_t calls) {
+  pg->barrier();
+  const auto t0 = Clock::now();
+  for (int64_t i = 0; i < calls; ++i) body(bytes);
+  pg->barrier();
+  return std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(calls);
+}
+
 // Seconds per call of two bodies at `bytes`, as rank 0 sees them. Their batches alternate (in
 // both orders) and the best batch of each counts, so that a change in the machine's load (it may be
 // shared) hits both alike. Each batch is as many calls as fit in a slice of kTargetSeconds (at
 // least one); all ranks run the same counts, chosen by rank 0 from the warm-up calls.
 Timing time_pair(const dist::ProcessGroupPtr& pg, const Body& a, const Body& b, int64_t bytes) {
   const auto seconds = [&](const Body& body, int64_t calls) {
-    pg->barrier();
-    const auto t0 = Clock::now();
-    for (int64_t i = 0; i < calls; ++i) body(bytes);
-    pg->barrier();
-    return std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(calls);
+    return seconds_per_call(pg, body, bytes, calls);
   };
   const double warm = std::max(seconds(a, 1), seconds(b, 1));
   Tensor plan = Tensor::make_empty({2}, tessera::kInt64, tessera::Device::cpu());
@@ -333,11 +339,7 @@ PairedTiming time_rounds(const dist::ProcessGroupPtr& pg, const Body& a, const B
   constexpr double kBatchSeconds = 2e-3;
   constexpr double kTotalSeconds = 0.4;
   const auto seconds = [&](const Body& body, int64_t calls) {
-    pg->barrier();
-    const auto t0 = Clock::now();
-    for (int64_t i = 0; i < calls; ++i) body(bytes);
-    pg->barrier();
-    return std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(calls);
+    return seconds_per_call(pg, body, bytes, calls);
   };
   const double warm = std::max(seconds(a, 1), seconds(b, 1));
   Tensor plan = Tensor::make_empty({2}, tessera::kInt64, tessera::Device::cpu());
