@@ -92,15 +92,24 @@ Tensor Tensor::clone() const {
   return out;
 }
 
+namespace {
+
+// copy_ and fill_ write every element: one memory location reached by two indices is refused.
+void check_writable(const Tensor& t, const char* op) {
+  TS_CHECK(!has_internal_overlap(t.sizes(), t.strides()), "[", op, "] more than one element of ",
+           "the written-to tensor (shape ", t.sizes(), ", strides ", t.strides(),
+           ") refers to a single memory location; clone() it first");
+}
+
+}  // namespace
+
 // A non-contiguous tensor that requires grad gets its history from clone.
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor& Tensor::copy_(const Tensor& src) {
   TS_CHECK(src.defined(), "[copy_] source tensor is undefined");
   if (any_requires_grad(*this, src)) return grad_hooks<ConvertGradHooks>().copy_(*this, src);
-  TS_CHECK(!has_internal_overlap(sizes(), strides()), "[copy_] more than one element of the ",
-           "written-to tensor (shape ", sizes(), ", strides ", strides(),
-           ") refers to a single memory location; clone() it first");
+  check_writable(*this, "copy_");
   Tensor s = src.sizes() == sizes() ? src : src.expand(sizes());
   TS_CHECK_T(DeviceError, s.device() == device() || s.device().is_cpu() || device().is_cpu(),
              "[copy_] cannot copy from ", s.device(), " to ", device());
@@ -112,9 +121,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 Tensor& Tensor::fill_(const Scalar& value) {
   if (any_requires_grad(*this)) return grad_hooks<ConvertGradHooks>().fill_(*this, value);
-  TS_CHECK(!has_internal_overlap(sizes(), strides()), "[fill_] more than one element of the ",
-           "written-to tensor (shape ", sizes(), ", strides ", strides(),
-           ") refers to a single memory location; clone() it first");
+  check_writable(*this, "fill_");
   check_fits(value, dtype(), "fill_");
   kernels_for(*this, "fill_").fill(*this, value);
   storage()->bump_version();
