@@ -3,9 +3,10 @@
 // factories, visualize_sharding) against the independent reference of
 // tests/dtensor/sharding_reference.h, for every placement list with a StridedShard.
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cctype>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -168,6 +169,56 @@ TEST_CASE("StridedShard: chunk_list, distribute_tensor and the factories agree w
   }
 }
 
+// The "begin:end" ranges on a line of the drawing, left to right. Parsed by hand: <regex> trips
+// GCC 12's -Wmaybe-uninitialized under -fsanitize=address at -O2, and the asan CI job uses -Werror.
+std::vector<std::pair<int64_t, int64_t>> ranges_in(const std::string& line) {
+  std::vector<std::pair<int64_t, int64_t>> found;
+  const auto digit = [&](size_t i) {
+    return i < line.size() && std::isdigit(static_cast<unsigned char>(line[i]));
+  };
+  for (size_t i = 0; i < line.size();) {
+    if (!digit(i) || (i > 0 && digit(i - 1))) {
+      ++i;
+      continue;
+    }
+    size_t colon = i;
+    while (digit(colon)) ++colon;
+    size_t end = colon + 1;
+    if (colon < line.size() && line[colon] == ':' && digit(end)) {
+      while (digit(end)) ++end;
+      found.emplace_back(std::stoll(line.substr(i, colon - i)),
+                         std::stoll(line.substr(colon + 1, end - colon - 1)));
+    }
+    i = std::max(colon, i + 1);
+  }
+  return found;
+}
+
+// The rank lists of the cells on a line: what follows "rank " or "ranks ", as comma-separated ids.
+std::vector<std::set<int>> rank_lists_in(const std::string& line) {
+  std::vector<std::set<int>> lists;
+  for (size_t at = line.find("rank"); at != std::string::npos; at = line.find("rank", at + 1)) {
+    size_t i = at + 4;
+    if (i < line.size() && line[i] == 's') ++i;
+    if (i >= line.size() || line[i] != ' ') continue;
+    ++i;
+    std::set<int> ranks;
+    std::string number;
+    for (; i <= line.size(); ++i) {
+      const char ch = i < line.size() ? line[i] : ' ';
+      if (std::isdigit(static_cast<unsigned char>(ch))) {
+        number += ch;
+        continue;
+      }
+      if (!number.empty()) ranks.insert(std::stoi(number));
+      number.clear();
+      if (ch != ',') break;
+    }
+    lists.push_back(std::move(ranks));
+  }
+  return lists;
+}
+
 // The ranks visualize_sharding lists in every cell, by [row, col) ranges: {row begin, row end, col
 // begin, col end} -> ranks.
 using Cells = std::map<std::vector<int64_t>, std::set<int>>;
@@ -177,30 +228,19 @@ Cells parse_drawing(const std::string& drawing) {
   std::istringstream lines(drawing);
   std::string line;
   std::vector<std::pair<int64_t, int64_t>> cols{{0, 1}};
-  const std::regex range(R"((\d+):(\d+))");
-  const std::regex cell(R"(ranks? ([\d,]*))");
   while (std::getline(lines, line)) {
     if (line.rfind("Placements", 0) == 0) continue;
     if (line.find("col ") != std::string::npos) {
-      cols.clear();
-      for (std::sregex_iterator it(line.begin(), line.end(), range), end; it != end; ++it) {
-        cols.emplace_back(std::stoll((*it)[1]), std::stoll((*it)[2]));
-      }
+      cols = ranges_in(line);
       continue;
     }
-    std::smatch row;
-    if (!std::regex_search(line, row, range)) continue;
-    const int64_t lo = std::stoll(row[1]);
-    const int64_t hi = std::stoll(row[2]);
-    size_t c = 0;
-    for (std::sregex_iterator it(line.begin(), line.end(), cell), end; it != end; ++it, ++c) {
-      std::set<int> ranks;
-      std::stringstream list((*it)[1].str());
-      for (std::string r; std::getline(list, r, ',');) {
-        if (!r.empty()) ranks.insert(std::stoi(r));
-      }
+    const auto rows = ranges_in(line);
+    if (rows.empty()) continue;
+    const auto [lo, hi] = rows.front();
+    const auto lists = rank_lists_in(line);
+    for (size_t c = 0; c < lists.size(); ++c) {
       const auto col = c < cols.size() ? cols[c] : std::pair<int64_t, int64_t>{-1, -1};
-      cells[{lo, hi, col.first, col.second}] = ranks;
+      cells[{lo, hi, col.first, col.second}] = lists[c];
     }
   }
   return cells;
