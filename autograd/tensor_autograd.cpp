@@ -3,6 +3,7 @@
 #include "autograd/autograd.h"
 #include "autograd/autograd_meta.h"
 #include "autograd/grad_accumulation.h"
+#include "runtime/distributed.h"
 #include "runtime/grad_mode.h"
 #include "runtime/ops.h"
 
@@ -12,7 +13,17 @@ using autograd::AutogradMeta;
 using autograd::get_autograd_meta;
 using autograd::materialize_autograd_meta;
 
+// A DTensor's autograd state is its local tensor's (Note [DTensor autograd] in dtensor/dtensor.h):
+// each method below forwards to it, and gradients come back wrapped in the DTensor's layout.
+namespace {
+Tensor local_of(const Tensor& t) { return distributed_hooks().local(t); }
+Tensor as_distributed_grad(const Tensor& local_grad, const Tensor& like) {
+  return local_grad.defined() ? distributed_hooks().wrap_like(local_grad, like, true) : Tensor();
+}
+}  // namespace
+
 bool Tensor::requires_grad() const {
+  if (is_distributed()) return local_of(*this).requires_grad();
   const AutogradMeta* meta = get_autograd_meta(*this);
   return meta != nullptr && meta->requires_grad();
 }
@@ -22,6 +33,10 @@ const Tensor& Tensor::requires_grad_(bool requires_grad) const {
   TS_CHECK(!requires_grad || is_floating_point(dtype()),
            "[requires_grad_] only tensors of floating point dtype can require gradients, got ",
            dtype());
+  if (is_distributed()) {
+    local_of(*this).requires_grad_(requires_grad);
+    return *this;
+  }
   AutogradMeta* meta = get_autograd_meta(*this);
   if (meta != nullptr && meta->grad_fn_ != nullptr) {
     TS_CHECK(requires_grad,
@@ -36,13 +51,26 @@ const Tensor& Tensor::requires_grad_(bool requires_grad) const {
 }
 
 Tensor Tensor::grad() const {
+  if (is_distributed()) return as_distributed_grad(local_of(*this).grad(), *this);
   const AutogradMeta* meta = get_autograd_meta(*this);
   return meta != nullptr ? meta->grad_ : Tensor();
 }
 
-Tensor& Tensor::mutable_grad() const { return materialize_autograd_meta(*this).grad_; }
+Tensor& Tensor::mutable_grad() const {
+  TS_CHECK(!is_distributed(), "[mutable_grad] a DTensor's gradient is a DTensor built on access; ",
+           "use grad() to read it and set_grad() to replace it");
+  return materialize_autograd_meta(*this).grad_;
+}
 
 void Tensor::set_grad(const Tensor& grad) const {
+  if (is_distributed()) {
+    TS_CHECK(
+        !grad.defined() || grad.is_distributed(), "[set_grad] the gradient of a DTensor must ",
+        "be a DTensor (of the same layout, Partial as Replicate), got a plain tensor of shape ",
+        grad.sizes());
+    local_of(*this).set_grad(grad.defined() ? local_of(grad) : Tensor());
+    return;
+  }
   if (grad.defined()) {
     TS_CHECK_SHAPE(grad.shape() == shape(), "[set_grad] assigned grad has shape ", grad.shape(),
                    " but the tensor has shape ", shape());
@@ -57,14 +85,22 @@ void Tensor::backward(const Tensor& gradient, BackwardOptions options) const {
   TS_CHECK(requires_grad(),
            "[backward] the tensor does not require grad and does not have a "
            "grad_fn (call requires_grad_() on the leaves you differentiate)");
+  if (is_distributed()) {
+    distributed_hooks().backward(*this, gradient, options);
+    return;
+  }
   autograd::backward({*this}, {gradient}, options);
 }
 
 Tensor Tensor::detach() const {
+  if (is_distributed()) {
+    return distributed_hooks().wrap_like(local_of(*this).detach(), *this, false);
+  }
   return make_view(storage(), sizes(), strides(), storage_offset(), dtype());
 }
 
 bool Tensor::is_leaf() const {
+  if (is_distributed()) return local_of(*this).is_leaf();
   const AutogradMeta* meta = get_autograd_meta(*this);
   return meta == nullptr || meta->grad_fn_ == nullptr;
 }
@@ -72,6 +108,14 @@ bool Tensor::is_leaf() const {
 void Tensor::register_hook(std::function<Tensor(const Tensor&)> fn) const {
   TS_CHECK(requires_grad(),
            "[register_hook] cannot register a hook on a tensor that doesn't require gradient");
+  if (is_distributed()) {
+    // The hook sees and returns DTensor gradients; the local tape carries local ones.
+    local_of(*this).register_hook([fn = std::move(fn), like = *this](const Tensor& g) {
+      const Tensor r = fn(as_distributed_grad(g, like));
+      return r.defined() ? local_of(r) : r;
+    });
+    return;
+  }
   AutogradMeta& meta = *get_autograd_meta(*this);
   if (meta.grad_fn_ != nullptr) {
     meta.grad_fn_->add_tensor_pre_hook(meta.output_nr_, std::move(fn));
@@ -83,6 +127,10 @@ void Tensor::register_hook(std::function<Tensor(const Tensor&)> fn) const {
 void Tensor::retain_grad() const {
   TS_CHECK(requires_grad(),
            "[retain_grad] can't retain_grad on a tensor that has requires_grad=false");
+  if (is_distributed()) {
+    local_of(*this).retain_grad();
+    return;
+  }
   AutogradMeta& meta = *get_autograd_meta(*this);
   if (meta.grad_fn_ == nullptr || meta.retains_grad_) return;
   meta.retains_grad_ = true;
@@ -105,16 +153,19 @@ void Tensor::retain_grad() const {
 }
 
 bool Tensor::retains_grad() const {
+  if (is_distributed()) return local_of(*this).retains_grad();
   const AutogradMeta* meta = get_autograd_meta(*this);
   return meta != nullptr && meta->retains_grad_;
 }
 
 std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
+  if (is_distributed()) return local_of(*this).grad_fn();
   const AutogradMeta* meta = get_autograd_meta(*this);
   return meta != nullptr ? meta->grad_fn_ : nullptr;
 }
 
 uint32_t Tensor::output_nr() const {
+  if (is_distributed()) return local_of(*this).output_nr();
   const AutogradMeta* meta = get_autograd_meta(*this);
   return meta != nullptr ? meta->output_nr_ : 0;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "dtensor/dtensor_functions.h"
+#include "dtensor/dtensor_meta.h"
 #include "dtensor/redistribute/runs.h"
 #include "runtime/grad_mode.h"
 #include "runtime/ops.h"
@@ -100,23 +101,63 @@ void broadcast_from(const Tensor& t, const DeviceMesh& mesh, int src) {
 
 }  // namespace
 
+namespace dtensor {
+
+DTensorMeta& meta_of(const Tensor& t) {
+  TS_INTERNAL_ASSERT(t.is_distributed(), "meta_of on a plain tensor");
+  return static_cast<DTensorMeta&>(*t.unsafe_impl()->dist_meta);
+}
+
+Tensor make_distributed(Tensor local, std::shared_ptr<const DTensorSpec> spec,
+                        dist::WorkPtr pending, std::vector<Tensor> keep_alive) {
+  TS_INTERNAL_ASSERT(local.defined() && spec != nullptr, "make_distributed without data");
+  TS_INTERNAL_ASSERT(local.dtype() == spec->dtype, "local dtype ", local.dtype(), " != spec dtype ",
+                     spec->dtype);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = local.storage();
+  impl->sizes = spec->shape;
+  impl->strides = spec->stride;
+  impl->dtype = spec->dtype;
+  impl->refresh_contiguous();
+  auto meta = std::make_shared<DTensorMeta>();
+  meta->local = std::move(local);
+  meta->spec = std::move(spec);
+  meta->pending = std::move(pending);
+  meta->keep_alive = std::move(keep_alive);
+  impl->dist_meta = std::move(meta);
+  return Tensor(std::move(impl));
+}
+
+const Tensor& ready_local(const Tensor& t) {
+  DTensorMeta& m = meta_of(t);
+  if (m.pending != nullptr) {
+    m.pending->wait();
+    m.pending = nullptr;
+    m.keep_alive.clear();
+  }
+  return m.local;
+}
+
+}  // namespace dtensor
+
+DTensor::DTensor(const Tensor& t) : Tensor(t) {
+  TS_CHECK(!t.defined() || t.is_distributed(), "[DTensor] a plain tensor (shape ", t.sizes(),
+           ") is not a DTensor; make one with distribute_tensor or DTensor::from_local");
+}
+
 DTensor::DTensor(Tensor local, std::shared_ptr<const DTensorSpec> spec, dist::WorkPtr pending,
                  std::vector<Tensor> keep_alive)
-    : local_(std::move(local)),
-      spec_(std::move(spec)),
-      pending_(std::move(pending)),
-      keep_alive_(std::move(keep_alive)) {}
+    : Tensor(dtensor::make_distributed(std::move(local), std::move(spec), std::move(pending),
+                                       std::move(keep_alive))) {}
 
-const DTensorSpec& DTensor::spec() const {
-  TS_CHECK(spec_ != nullptr, "[DTensor] operation on an undefined DTensor");
-  return *spec_;
+const DTensorSpec& DTensor::spec() const { return *spec_ptr(); }
+
+const std::shared_ptr<const DTensorSpec>& DTensor::spec_ptr() const {
+  TS_CHECK(defined(), "[DTensor] operation on an undefined DTensor");
+  return dtensor::meta_of(*this).spec;
 }
 
-int64_t DTensor::size(int64_t d) const {
-  return spec().shape[static_cast<size_t>(wrap_dim(d, ndim(), "DTensor.size"))];
-}
-
-Device DTensor::device() const { return local_.device(); }
+const Tensor& DTensor::unsafe_local() const { return dtensor::meta_of(*this).local; }
 
 DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh,
                             const Placements& placements, FromLocalOptions options) {
@@ -165,13 +206,13 @@ DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh,
 }
 
 Tensor DTensor::to_local(ToLocalOptions options) const {
-  wait();
-  if (!is_grad_enabled() || !local_.requires_grad()) return local_;
+  const Tensor& local = dtensor::ready_local(*this);
+  if (!is_grad_enabled() || !local.requires_grad()) return local;
   if (options.grad_placements.has_value()) {
     options.grad_placements =
         normalize_placements("DTensor.to_local", *options.grad_placements, device_mesh(), ndim());
   }
-  return dtensor::to_local_identity(local_, spec_, options.grad_placements);
+  return dtensor::to_local_identity(local, spec_ptr(), options.grad_placements);
 }
 
 Tensor DTensor::full_tensor(ToLocalOptions options) const {
@@ -180,14 +221,14 @@ Tensor DTensor::full_tensor(ToLocalOptions options) const {
 }
 
 DTensor DTensor::redistribute(const Placements& placements, RedistributeOptions options) const {
-  wait();
+  const Tensor& local = dtensor::ready_local(*this);
   const Placements dst =
       normalize_placements("DTensor.redistribute", placements, device_mesh(), ndim());
   auto out_spec = std::make_shared<DTensorSpec>(spec());
   out_spec->placements = dst;
   if (options.forward_dtype.has_value()) out_spec->dtype = *options.forward_dtype;
   dtensor::ExecuteResult pending;
-  Tensor out = dtensor::redistribute_local(local_, spec_, dst, options, &pending);
+  Tensor out = dtensor::redistribute_local(local, spec_ptr(), dst, options, &pending);
   if (options.async_op && pending.pending != nullptr) {
     return DTensor(std::move(out), std::move(out_spec), std::move(pending.pending),
                    std::move(pending.keep_alive));
@@ -203,11 +244,7 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, const Placements& placemen
 }
 
 const DTensor& DTensor::wait() const {
-  if (pending_ != nullptr) {
-    pending_->wait();
-    pending_ = nullptr;
-    keep_alive_.clear();
-  }
+  dtensor::ready_local(*this);
   return *this;
 }
 
@@ -231,31 +268,15 @@ std::vector<ChunkMeta> DTensor::chunk_list() const {
   return chunks;
 }
 
-bool DTensor::requires_grad() const { return local_.requires_grad(); }
-
 const DTensor& DTensor::requires_grad_(bool requires_grad) const {
-  local_.requires_grad_(requires_grad);
+  Tensor::requires_grad_(requires_grad);
   return *this;
 }
 
-DTensor DTensor::grad() const {
-  const Tensor g = local_.grad();
-  if (!g.defined()) return DTensor();
-  auto s = std::make_shared<DTensorSpec>(spec());
-  s->placements = normalize_for_grad(s->placements);
-  s->dtype = g.dtype();
-  return DTensor(g, std::move(s));
-}
+DTensor DTensor::grad() const { return DTensor(Tensor::grad()); }
 
-void DTensor::backward(const DTensor& gradient) const {
-  wait();
-  if (!gradient.defined()) {
-    local_.backward();
-    return;
-  }
-  TS_CHECK_SHAPE(gradient.shape() == shape(), "[DTensor.backward] gradient of shape ",
-                 gradient.shape(), " for a DTensor of shape ", shape());
-  local_.backward(gradient.redistribute(normalize_for_grad(placements())).to_local());
+void DTensor::backward(const DTensor& gradient, BackwardOptions options) const {
+  Tensor::backward(gradient, options);
 }
 
 std::ostream& operator<<(std::ostream& os, const DTensor& t) {

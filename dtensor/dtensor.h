@@ -60,9 +60,15 @@ struct ChunkMeta {
   Shape sizes;
 };
 
-class DTensor {
+// A DTensor is a Tensor (Note [Distributed dispatch] in runtime/distributed.h): its sizes,
+// strides and dtype are the global tensor's, every op accepts it, and ops on DTensors return
+// DTensors (as Tensors; `DTensor y = matmul(x, w);` converts back without a copy).
+class DTensor : public Tensor {
  public:
   DTensor() = default;
+  // The DTensor that `t` is. Errors: `t` is a plain (not distributed) tensor. An undefined `t`
+  // gives an undefined DTensor.
+  DTensor(const Tensor& t);  // NOLINT(google-explicit-constructor): a DTensor is a Tensor
 
   // Wraps the calling rank's shard. Errors: wrong number of placements for the mesh, shard dim
   // out of range, mixed Partial ops, shape without stride (or the reverse), local shape not the
@@ -83,42 +89,30 @@ class DTensor {
   // Completes an async redistribute (no-op otherwise).
   const DTensor& wait() const;
 
-  // ---- metadata ----
-  bool defined() const { return spec_ != nullptr; }
-  const Shape& shape() const { return spec().shape; }
-  const Shape& sizes() const { return spec().shape; }
-  int64_t size(int64_t d) const;
+  // ---- metadata (shape(), sizes(), size(d), numel(), dtype(), device() are Tensor's) ----
+  using Tensor::stride;
   const Shape& stride() const { return spec().stride; }
-  int64_t ndim() const { return static_cast<int64_t>(spec().shape.size()); }
-  int64_t numel() const { return spec().shape.numel(); }
-  DType dtype() const { return spec().dtype; }
-  Device device() const;
+  int64_t ndim() const { return dim(); }
   const DeviceMesh& device_mesh() const { return spec().mesh; }
   const Placements& placements() const { return spec().placements; }
   const DTensorSpec& spec() const;
+  const std::shared_ptr<const DTensorSpec>& spec_ptr() const;
   // The chunks of the global tensor this rank holds (torch __create_chunk_list__); an empty shard
   // has its offset at the dim's size.
   std::vector<ChunkMeta> chunk_list() const;
 
-  // ---- autograd ----
-  bool requires_grad() const;
+  // ---- autograd (a DTensor's autograd state is its local tensor's) ----
   const DTensor& requires_grad_(bool requires_grad = true) const;
   // The gradient as a DTensor (placements Partial -> Replicate); undefined when none.
   DTensor grad() const;
-  void backward(const DTensor& gradient = {}) const;
+  void backward(const DTensor& gradient = {}, BackwardOptions options = {}) const;
 
   // Internal: wraps a local tensor that already is this rank's shard of `spec`; `pending` is a
   // collective still writing it, reading `keep_alive`.
   DTensor(Tensor local, std::shared_ptr<const DTensorSpec> spec, dist::WorkPtr pending = nullptr,
           std::vector<Tensor> keep_alive = {});
   // The local tensor without waiting or recording (for the library's own Functions).
-  const Tensor& unsafe_local() const { return local_; }
-
- private:
-  Tensor local_;
-  std::shared_ptr<const DTensorSpec> spec_;
-  mutable dist::WorkPtr pending_;
-  mutable std::vector<Tensor> keep_alive_;
+  const Tensor& unsafe_local() const;
 };
 
 std::ostream& operator<<(std::ostream& os, const DTensor& t);

@@ -77,6 +77,27 @@ struct LocalIdentityFn : autograd::Function<LocalIdentityFn<kHintIsTarget>> {
 using FromLocalFn = LocalIdentityFn<true>;
 using ToLocalFn = LocalIdentityFn<false>;
 
+// The identity on an input that is Replicate along mesh dims where the op's output is not: each
+// rank used it for its own part of the result, so its gradient is the sum over those dims.
+struct SumGradOverFn : autograd::Function<SumGradOverFn> {
+  static const char* name() { return "SumGradOverBackward"; }
+  static Tensor forward(AutogradContext* ctx, const Tensor& local, SpecPtr spec,
+                        std::vector<int64_t> mesh_dims) {
+    ctx->saved_data["spec"] = spec;
+    ctx->saved_data["mesh_dims"] = std::move(mesh_dims);
+    return local.view(local.sizes());
+  }
+  static std::vector<Tensor> backward(AutogradContext* ctx, std::vector<Tensor> grads) {
+    const auto spec = std::any_cast<SpecPtr>(ctx->saved_data["spec"]);
+    const auto mesh_dims = std::any_cast<std::vector<int64_t>>(ctx->saved_data["mesh_dims"]);
+    const Placements to = normalize_for_grad(spec->placements);
+    Placements from = to;
+    for (int64_t m : mesh_dims) from[static_cast<size_t>(m)] = Partial();
+    return {RedistributeFn::apply(grads[0], with(*spec, from, grads[0].dtype()), to,
+                                  RedistributeOptions{}, static_cast<ExecuteResult*>(nullptr))};
+  }
+};
+
 }  // namespace
 
 Tensor redistribute_local(const Tensor& local, const std::shared_ptr<const DTensorSpec>& src,
@@ -93,6 +114,11 @@ Tensor from_local_identity(const Tensor& local, const std::shared_ptr<const DTen
 Tensor to_local_identity(const Tensor& local, const std::shared_ptr<const DTensorSpec>& spec,
                          const std::optional<Placements>& grad_placements) {
   return ToLocalFn::apply(local, spec, grad_placements);
+}
+
+Tensor sum_grad_over(const Tensor& local, const std::shared_ptr<const DTensorSpec>& spec,
+                     const std::vector<int64_t>& mesh_dims) {
+  return SumGradOverFn::apply(local, spec, mesh_dims);
 }
 
 }  // namespace tessera::dtensor

@@ -26,4 +26,9 @@ Tensor from_local_identity(const Tensor& local, const std::shared_ptr<const DTen
 Tensor to_local_identity(const Tensor& local, const std::shared_ptr<const DTensorSpec>& spec,
                          const std::optional<Placements>& grad_placements);
 
+// The identity on `local`, whose spec (`spec`, the placements the op runs with) is Replicate
+// along `mesh_dims` where the op's output is not: backward sums the gradient over those dims.
+Tensor sum_grad_over(const Tensor& local, const std::shared_ptr<const DTensorSpec>& spec,
+                     const std::vector<int64_t>& mesh_dims);
+
 }  // namespace tessera::dtensor

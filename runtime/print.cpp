@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "runtime/distributed.h"
 #include "runtime/tensor.h"
 
 namespace tessera {
@@ -59,6 +60,8 @@ void print_rec(std::ostringstream& os, const Tensor& t, const Formatter& f, int6
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "tensor(undefined)";
+  // Printing on one rank must not start a collective: a DTensor prints its layout.
+  if (t.is_distributed()) return os << distributed_hooks().describe(t);
   Tensor c = t.cpu();
   Formatter f{is_floating_point(t.dtype())};
   bool summarize = t.numel() > kSummarizeAbove;

@@ -2,6 +2,7 @@
 
 #include "runtime/autograd_hooks.h"
 #include "runtime/dispatch.h"
+#include "runtime/distributed.h"
 #include "runtime/ops/view_grad.h"
 
 namespace tessera {
@@ -53,6 +54,8 @@ int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "s
 int64_t Tensor::numel() const { return sizes().numel(); }
 
 void* Tensor::raw_data() const {
+  TS_CHECK(!is_distributed(), "[data_ptr] a DTensor (shape ", sizes(), ") has no single data ",
+           "pointer; use to_local() for this rank's shard or full_tensor() for the whole tensor");
   TS_CHECK_T(DeviceError, device().is_cpu(), "[data_ptr] tensor is on ", device(),
              "; call .cpu() first");
   return static_cast<char*>(storage()->data()) +
@@ -62,15 +65,23 @@ void* Tensor::raw_data() const {
 Scalar Tensor::item() const {
   TS_CHECK(numel() == 1, "[item] a tensor with ", numel(), " elements (shape ", sizes(),
            ") cannot be converted to a scalar; item() needs exactly one element");
-  Tensor c = cpu();
+  Tensor c = full_tensor().cpu();
   return visit_dtype(dtype(), [&](auto tag) -> Scalar {
     using T = decltype(tag);
     return Scalar(*static_cast<const T*>(c.raw_data()));
   });
 }
 
+Tensor Tensor::full_tensor() const {
+  return is_distributed() ? distributed_hooks().full_tensor(*this) : *this;
+}
+
 Tensor Tensor::to(DType dtype) const {
   if (dtype == this->dtype()) return *this;
+  if (any_distributed(*this)) {
+    return distributed_op("to", {*this}, {.ints = {static_cast<int64_t>(dtype)}},
+                          [dtype](const LocalCall& c) { return std::vector{c.in[0].to(dtype)}; });
+  }
   if (any_requires_grad(*this)) return grad_hooks<ConvertGradHooks>().to_dtype(*this, dtype);
   Tensor out = make_empty(sizes(), dtype, device());
   out.copy_(*this);
@@ -79,6 +90,10 @@ Tensor Tensor::to(DType dtype) const {
 
 Tensor Tensor::to(Device device) const {
   if (device == this->device()) return *this;
+  if (any_distributed(*this)) {
+    return distributed_op("to_device", {*this}, {},
+                          [device](const LocalCall& c) { return std::vector{c.in[0].to(device)}; });
+  }
   if (any_requires_grad(*this)) return grad_hooks<ConvertGradHooks>().to_device(*this, device);
   Tensor out = make_empty(sizes(), dtype(), device);
   out.copy_(*this);
@@ -86,6 +101,10 @@ Tensor Tensor::to(Device device) const {
 }
 
 Tensor Tensor::clone() const {
+  if (any_distributed(*this)) {
+    return distributed_op("clone", {*this}, {},
+                          [](const LocalCall& c) { return std::vector{c.in[0].clone()}; });
+  }
   if (any_requires_grad(*this)) return grad_hooks<ConvertGradHooks>().clone(*this);
   Tensor out = make_empty(sizes(), dtype(), device());
   out.copy_(*this);
@@ -104,10 +123,24 @@ void check_writable(const Tensor& t, const char* op) {
 }  // namespace
 
 // A non-contiguous tensor that requires grad gets its history from clone.
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const {
+  if (any_distributed(*this)) {
+    return distributed_op("contiguous", {*this}, {},
+                          [](const LocalCall& c) { return std::vector{c.in[0].contiguous()}; });
+  }
+  return is_contiguous() ? *this : clone();
+}
 
 Tensor& Tensor::copy_(const Tensor& src) {
   TS_CHECK(src.defined(), "[copy_] source tensor is undefined");
+  if (any_distributed(*this, src)) {
+    distributed_op("copy_", {*this, src}, {}, [](const LocalCall& c) {
+      Tensor self = c.in[0];
+      self.copy_(c.in[1]);
+      return std::vector{self};
+    });
+    return *this;
+  }
   if (any_requires_grad(*this, src)) return grad_hooks<ConvertGradHooks>().copy_(*this, src);
   check_writable(*this, "copy_");
   Tensor s = src.sizes() == sizes() ? src : src.expand(sizes());
@@ -120,6 +153,14 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::fill_(const Scalar& value) {
+  if (any_distributed(*this)) {
+    distributed_op("fill_", {*this}, {.reals = {value.to_double()}}, [value](const LocalCall& c) {
+      Tensor self = c.in[0];
+      self.fill_(value);
+      return std::vector{self};
+    });
+    return *this;
+  }
   if (any_requires_grad(*this)) return grad_hooks<ConvertGradHooks>().fill_(*this, value);
   check_writable(*this, "fill_");
   check_fits(value, dtype(), "fill_");

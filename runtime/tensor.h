@@ -8,6 +8,8 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/dtype.h"
@@ -30,6 +32,9 @@ struct AutogradMetaBase {
   virtual bool requires_grad() const = 0;
 };
 
+// Slot for dtensor/: set on distributed tensors (see runtime/distributed.h).
+struct DistributedMetaBase;
+
 // Options of Tensor::backward (torch.Tensor.backward's keyword arguments).
 struct BackwardOptions {
   // Keep the graph's saved tensors for another backward; defaults to create_graph.
@@ -46,6 +51,9 @@ struct TensorImpl {
   DType dtype = kFloat32;
   bool contiguous = true;
   std::shared_ptr<AutogradMetaBase> autograd_meta;
+  // Set on a distributed tensor (a DTensor): its sizes, strides and dtype are the global
+  // tensor's and its data is the local shard inside (Note [Distributed dispatch]).
+  std::shared_ptr<DistributedMetaBase> dist_meta;
 
   void refresh_contiguous();
 };
@@ -84,9 +92,12 @@ class Tensor {
   bool is_alias_of(const Tensor& other) const { return storage() == other.storage(); }
   TensorImpl* unsafe_impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  // A DTensor (a shard of a global tensor over a DeviceMesh); see dtensor/dtensor.h.
+  bool is_distributed() const { return impl_ != nullptr && impl_->dist_meta != nullptr; }
 
   // ---- data ----
-  // Pointer to the first element (CPU only); T must match dtype(), or be void.
+  // Pointer to the first element (CPU only); T must match dtype(), or be void. A DTensor has no
+  // single data pointer: to_local() or full_tensor() first.
   template <typename T>
   T* data_ptr() const;
   void* raw_data() const;
@@ -96,6 +107,9 @@ class Tensor {
   template <typename T>
   std::vector<T> to_vector() const;
 
+  // The whole tensor: full_tensor() of a DTensor (a collective: every rank of its mesh calls it),
+  // the tensor itself otherwise.
+  Tensor full_tensor() const;
   Tensor to(DType dtype) const;
   Tensor to(Device device) const;
   Tensor cpu() const { return to(Device::cpu()); }
@@ -123,6 +137,69 @@ class Tensor {
   std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
   std::vector<Tensor> split(const std::vector<int64_t>& split_sizes, int64_t dim = 0) const;
   std::vector<Tensor> unbind(int64_t dim = 0) const;
+
+  // ---- method forms of the free ops of runtime/ops.h (runtime/tensor_methods.cpp) ----
+  // x.op(args...) == tessera::op(x, args...), as libtorch's Tensor methods (API.md §1).
+  // elementwise
+  Tensor add(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor add(const Scalar& other) const;
+  Tensor sub(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor sub(const Scalar& other) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor mul(const Scalar& other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor div(const Scalar& other) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor pow(const Scalar& exponent) const;
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  Tensor eq(const Tensor& other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor logical_and(const Tensor& other) const;
+  Tensor logical_or(const Tensor& other) const;
+  Tensor logical_not() const;
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor relu() const;
+  Tensor gelu(const std::string& approximate = "none") const;
+  Tensor silu() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  // As torch.Tensor.where: this where `condition` holds, `other` elsewhere.
+  Tensor where(const Tensor& condition, const Tensor& other) const;
+  Tensor clamp(std::optional<Scalar> min_value,
+               std::optional<Scalar> max_value = std::nullopt) const;
+  // reductions
+  Tensor sum(const std::vector<int64_t>& dims = {}, bool keepdim = false,
+             std::optional<DType> dtype = std::nullopt) const;
+  Tensor prod(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor mean(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor amax(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor amin(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor min() const;
+  std::pair<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
+  std::pair<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor var(const std::vector<int64_t>& dims = {}, double correction = 1,
+             bool keepdim = false) const;
+  Tensor norm(double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  // linear algebra
+  Tensor matmul(const Tensor& other) const;
+  Tensor mm(const Tensor& other) const;
+  Tensor bmm(const Tensor& other) const;
+  // nn functions
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
 
   // ---- in-place arithmetic (see runtime/ops.h for out-of-place) ----
   Tensor& operator+=(const Tensor& other);
@@ -188,7 +265,8 @@ T Tensor::item() const {
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
-  Tensor c = to(dtype_of<T>).cpu().contiguous();
+  // A DTensor gives the whole tensor's values (as torch's tolist).
+  Tensor c = (is_distributed() ? full_tensor() : *this).to(dtype_of<T>).cpu().contiguous();
   const T* p = c.data_ptr<T>();
   return std::vector<T>(p, p + c.numel());
 }

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "runtime/autograd_hooks.h"
+#include "runtime/distributed.h"
 #include "runtime/ops/view_grad.h"
 #include "runtime/tensor.h"
 
@@ -84,9 +85,19 @@ std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides,
   return new_strides;
 }
 
+Shape squeezed_shape(Shape sizes, int64_t d) {
+  sizes.erase(sizes.begin() + d);
+  return sizes;
+}
+
 }  // namespace
 
 Tensor Tensor::view(const Shape& new_sizes) const {
+  if (any_distributed(*this)) {
+    return distributed_op(
+        "view", {*this}, {.ints = infer_size(new_sizes, numel(), "view", sizes())},
+        [](const LocalCall& c) { return std::vector{c.in[0].view(c.out_shapes[0])}; });
+  }
   if (any_requires_grad(*this)) return grad_hooks<ViewGradHooks>().view(*this, new_sizes);
   Shape target = infer_size(new_sizes, numel(), "view", sizes());
   auto st = view_strides(sizes(), strides(), target);
@@ -97,6 +108,11 @@ Tensor Tensor::view(const Shape& new_sizes) const {
 }
 
 Tensor Tensor::reshape(const Shape& new_sizes) const {
+  if (any_distributed(*this)) {
+    return distributed_op(
+        "reshape", {*this}, {.ints = infer_size(new_sizes, numel(), "reshape", sizes())},
+        [](const LocalCall& c) { return std::vector{c.in[0].reshape(c.out_shapes[0])}; });
+  }
   if (any_requires_grad(*this)) return grad_hooks<ViewGradHooks>().reshape(*this, new_sizes);
   Shape target = infer_size(new_sizes, numel(), "reshape", sizes());
   if (auto st = view_strides(sizes(), strides(), target)) {
@@ -110,6 +126,11 @@ Tensor Tensor::transpose(int64_t a, int64_t b) const {
   int64_t n = dim();
   a = wrap_dim(a, n, "transpose");
   b = wrap_dim(b, n, "transpose");
+  if (any_distributed(*this)) {
+    return distributed_op("transpose", {*this}, {.ints = {a, b}}, [a, b](const LocalCall& c) {
+      return std::vector{c.in[0].transpose(a, b)};
+    });
+  }
   Shape sz = sizes(), st = strides();
   if (n == 0) return view_of(*this, sz, st, storage_offset());
   std::swap(sz[a], sz[b]);
@@ -131,12 +152,19 @@ Tensor Tensor::permute(const Shape& dims) const {
                  " dims of input shape ", sizes());
   Shape sz(n), st(n);
   std::vector<bool> seen(n, false);
+  Shape wrapped(n);
   for (int64_t i = 0; i < n; ++i) {
     int64_t d = wrap_dim(dims[i], n, "permute");
     TS_CHECK_INDEX(!seen[d], "[permute] dim ", d, " repeated in ", dims);
     seen[d] = true;
+    wrapped[i] = d;
     sz[i] = sizes()[d];
     st[i] = strides()[d];
+  }
+  if (any_distributed(*this)) {
+    return distributed_op("permute", {*this}, {.ints = wrapped}, [wrapped](const LocalCall& c) {
+      return std::vector{c.in[0].permute(wrapped)};
+    });
   }
   return view_of(*this, sz, st, storage_offset());
 }
@@ -161,6 +189,11 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   TS_CHECK_INDEX(index >= -n && index < n, "[select] index ", index, " out of range for dim ", d,
                  " of size ", n, " (shape ", sizes(), ")");
   if (index < 0) index += n;
+  if (any_distributed(*this)) {
+    return distributed_op("select", {*this}, {.ints = {d, index}}, [d, index](const LocalCall& c) {
+      return std::vector{c.in[0].select(d, index)};
+    });
+  }
   Shape sz = sizes(), st = strides();
   int64_t offset = storage_offset() + index * st[d];
   sz.erase(sz.begin() + d);
@@ -179,6 +212,12 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   if (end < 0) end += n;
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
+  if (any_distributed(*this)) {
+    return distributed_op("slice", {*this}, {.ints = {d, start, end, step}},
+                          [d, start, end, step](const LocalCall& c) {
+                            return std::vector{c.in[0].slice(d, start, end, step)};
+                          });
+  }
   Shape sz = sizes(), st = strides();
   int64_t offset = storage_offset() + start * st[d];
   sz[d] = (end - start + step - 1) / step;
@@ -189,6 +228,10 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 Tensor Tensor::unsqueeze(int64_t d) const {
   if (any_requires_grad(*this)) return grad_hooks<ViewGradHooks>().unsqueeze(*this, d);
   d = wrap_dim(d, dim() + 1, "unsqueeze");
+  if (any_distributed(*this)) {
+    return distributed_op("unsqueeze", {*this}, {.ints = {d}},
+                          [d](const LocalCall& c) { return std::vector{c.in[0].unsqueeze(d)}; });
+  }
   Shape sz = sizes(), st = strides();
   int64_t new_stride = d < dim() ? sz[d] * st[d] : 1;
   sz.insert(sz.begin() + d, 1);
@@ -197,6 +240,14 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 }
 
 Tensor Tensor::squeeze() const {
+  if (any_distributed(*this)) {
+    // Squeezing the global size-1 dims, named explicitly: a local shard may have other ones.
+    Shape kept;
+    for (int64_t i = 0; i < dim(); ++i) {
+      if (sizes()[i] != 1) kept.push_back(sizes()[i]);
+    }
+    return reshape(kept);
+  }
   if (any_requires_grad(*this)) return grad_hooks<ViewGradHooks>().squeeze(*this);
   Shape sz, st;
   for (int64_t i = 0; i < dim(); ++i) {
@@ -212,6 +263,8 @@ Tensor Tensor::squeeze(int64_t d) const {
   if (dim() == 0) return *this;
   if (any_requires_grad(*this)) return grad_hooks<ViewGradHooks>().squeeze_dim(*this, d);
   d = wrap_dim(d, dim(), "squeeze");
+  if (any_distributed(*this))
+    return sizes()[d] == 1 ? reshape(squeezed_shape(sizes(), d)) : view(sizes());
   if (sizes()[d] != 1) return view_of(*this, sizes(), strides(), storage_offset());
   Shape sz = sizes(), st = strides();
   sz.erase(sz.begin() + d);
@@ -248,6 +301,11 @@ Tensor Tensor::expand(const Shape& target) const {
     }
   }
   checked_numel(sz, "expand");
+  if (any_distributed(*this)) {
+    return distributed_op("expand", {*this}, {.ints = sz}, [](const LocalCall& c) {
+      return std::vector{c.in[0].expand(c.out_shapes[0])};
+    });
+  }
   return view_of(*this, sz, st, storage_offset());
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "runtime/distributed.h"
 #include "runtime/ops.h"
 
 namespace tessera {
@@ -45,6 +46,10 @@ bool all_close(const int64_t* x, const int64_t* y, int64_t n, double rtol, doubl
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
   TS_CHECK(a.defined() && b.defined(), "[allclose] undefined tensor argument");
+  // DTensors compare as their whole tensors (a collective on their mesh).
+  if (a.is_distributed() || b.is_distributed()) {
+    return allclose(a.full_tensor(), b.full_tensor(), rtol, atol, equal_nan);
+  }
   TS_CHECK_DTYPE(a.dtype() == b.dtype(), "[allclose] dtypes must match, got ", a.dtype(), " and ",
                  b.dtype(), "; convert one of them with .to(dtype)");
   TS_CHECK(rtol >= 0 && atol >= 0, "[allclose] rtol and atol must be >= 0, got rtol ", rtol,
@@ -62,6 +67,7 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool e
 
 bool equal(const Tensor& a, const Tensor& b) {
   TS_CHECK(a.defined() && b.defined(), "[equal] undefined tensor argument");
+  if (a.is_distributed() || b.is_distributed()) return equal(a.full_tensor(), b.full_tensor());
   TS_CHECK_T(DeviceError, a.device() == b.device(),
              "[equal] expected both tensors on the same device, got ", a.device(), " and ",
              b.device());

@@ -7,11 +7,13 @@
 // kernels have a fast path for stride 0. Inputs of another dtype are converted before the kernel
 // runs (t.to(dtype)), so kernels see one dtype.
 
+#include <array>
 #include <initializer_list>
 #include <string>
 
 #include "runtime/autograd_hooks.h"
 #include "runtime/dispatch.h"
+#include "runtime/distributed.h"
 #include "runtime/ops.h"
 #include "runtime/ops/elementwise_grad.h"
 #include "runtime/ops/promotion.h"
@@ -31,6 +33,27 @@ BinaryKind binary_kind(BinaryOp op) {
 #undef TS_CASE
   }
   return BinaryKind::arith;
+}
+
+// The name a binary op's variant has in the sharding-rule registry: "add" (tensor, tensor),
+// "add_" (in place), "add.scalar" (tensor, scalar), "add.rscalar" (scalar, tensor), "add_.scalar".
+enum class Variant { kTensor, kInPlace, kScalar, kReverseScalar, kInPlaceScalar };
+
+const char* dist_name(BinaryOp op, Variant variant) {
+  constexpr size_t kOps = 0
+#define TS_COUNT(e, name, kind) +1
+      TS_FOR_EACH_BINARY_OP(TS_COUNT)
+#undef TS_COUNT
+      ;
+  static const auto names = [] {
+    std::array<std::array<std::string, 5>, kOps> n;
+    for (size_t i = 0; i < kOps; ++i) {
+      const std::string base = op_name(static_cast<BinaryOp>(i));
+      n[i] = {base, base + "_", base + ".scalar", base + ".rscalar", base + "_.scalar"};
+    }
+    return n;
+  }();
+  return names[static_cast<size_t>(op)][static_cast<size_t>(variant)].c_str();
 }
 
 bool unary_is_floating(UnaryOp op) {
@@ -186,6 +209,15 @@ Tensor& binary_inplace(BinaryOp op, Tensor& self, const Tensor& other, DType com
 }
 
 Tensor& binary_inplace_scalar(BinaryOp op, Tensor& self, const Scalar& s) {
+  if (any_distributed(self)) {
+    distributed_op(dist_name(op, Variant::kInPlaceScalar), {self}, {.reals = {s.to_double()}},
+                   [op, s](const LocalCall& c) {
+                     Tensor local = c.in[0];
+                     binary_inplace_scalar(op, local, s);
+                     return std::vector{local};
+                   });
+    return self;
+  }
   const OpLabel label{op_name(op), true};
   TS_CHECK(self.defined(), "[", label, "] undefined tensor argument");
   const DType result = result_type(self, s);
@@ -201,6 +233,12 @@ Tensor& binary_inplace_scalar(BinaryOp op, Tensor& self, const Scalar& s) {
 
 // a + alpha * b (sub: a - alpha * b).
 Tensor add_with_alpha(BinaryOp op, const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  if (any_distributed(a, b)) {
+    return distributed_op(op_name(op), {a, b}, {.reals = {alpha.to_double()}},
+                          [op, alpha](const LocalCall& c) {
+                            return std::vector{add_with_alpha(op, c.in[0], c.in[1], alpha)};
+                          });
+  }
   if (alpha.is_integral() && alpha.to_int64() == 1) return binary_op(op, a, b);
   const OpLabel label{op_name(op), false};
   TS_CHECK(a.defined() && b.defined(), "[", label, "] undefined tensor argument");
@@ -218,6 +256,13 @@ Tensor add_with_alpha(BinaryOp op, const Tensor& a, const Tensor& b, const Scala
 }  // namespace
 
 Tensor detail::binary_scalar(BinaryOp op, const Tensor& a, const Scalar& s, bool scalar_first) {
+  if (any_distributed(a)) {
+    return distributed_op(dist_name(op, scalar_first ? Variant::kReverseScalar : Variant::kScalar),
+                          {a}, {.reals = {s.to_double()}},
+                          [op, s, scalar_first](const LocalCall& c) {
+                            return std::vector{binary_scalar(op, c.in[0], s, scalar_first)};
+                          });
+  }
   if (any_requires_grad(a) && binary_kind(op) != BinaryKind::compare) {
     return grad_hooks<ElementwiseGradHooks>().binary_scalar(op, a, s, scalar_first);
   }
@@ -239,6 +284,11 @@ Tensor detail::binary_scalar(BinaryOp op, const Tensor& a, const Scalar& s, bool
 // ---- generic ----
 
 Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
+  if (any_distributed(a, b)) {
+    return distributed_op(dist_name(op, Variant::kTensor), {a, b}, {}, [op](const LocalCall& c) {
+      return std::vector{binary_op(op, c.in[0], c.in[1])};
+    });
+  }
   if (any_requires_grad(a, b) && binary_kind(op) != BinaryKind::compare) {
     return grad_hooks<ElementwiseGradHooks>().binary(op, a, b);
   }
@@ -253,6 +303,14 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
 }
 
 Tensor& binary_op_(BinaryOp op, Tensor& self, const Tensor& other) {
+  if (any_distributed(self, other)) {
+    distributed_op(dist_name(op, Variant::kInPlace), {self, other}, {}, [op](const LocalCall& c) {
+      Tensor local = c.in[0];
+      binary_op_(op, local, c.in[1]);
+      return std::vector{local};
+    });
+    return self;
+  }
   const OpLabel label{op_name(op), true};
   TS_CHECK(self.defined() && other.defined(), "[", label, "] undefined tensor argument");
   const DType result = result_type(self, other);
@@ -266,6 +324,10 @@ Tensor& binary_op_(BinaryOp op, Tensor& self, const Tensor& other) {
 }
 
 Tensor unary_op(UnaryOp op, const Tensor& a) {
+  if (any_distributed(a)) {
+    return distributed_op(op_name(op), {a}, {},
+                          [op](const LocalCall& c) { return std::vector{unary_op(op, c.in[0])}; });
+  }
   if (any_requires_grad(a) && op != UnaryOp::kLogicalNot) {
     return grad_hooks<ElementwiseGradHooks>().unary(op, a);
   }
@@ -304,6 +366,7 @@ Tensor unary_op(UnaryOp op, const Tensor& a) {
 // ---- named ops ----
 
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  if (any_distributed(a, b)) return add_with_alpha(BinaryOp::kAdd, a, b, alpha);
   if (any_requires_grad(a, b)) return grad_hooks<ElementwiseGradHooks>().add(a, b, alpha);
   return add_with_alpha(BinaryOp::kAdd, a, b, alpha);
 }
@@ -311,6 +374,7 @@ Tensor add(const Tensor& a, const Scalar& b) {
   return detail::binary_scalar(BinaryOp::kAdd, a, b, false);
 }
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  if (any_distributed(a, b)) return add_with_alpha(BinaryOp::kSub, a, b, alpha);
   if (any_requires_grad(a, b)) return grad_hooks<ElementwiseGradHooks>().sub(a, b, alpha);
   return add_with_alpha(BinaryOp::kSub, a, b, alpha);
 }
@@ -357,6 +421,11 @@ Tensor tanh(const Tensor& a) { return unary_op(UnaryOp::kTanh, a); }
 Tensor sigmoid(const Tensor& a) { return unary_op(UnaryOp::kSigmoid, a); }
 
 Tensor gelu(const Tensor& a, const std::string& approximate) {
+  if (any_distributed(a)) {
+    return distributed_op(
+        "gelu", {a}, {.ints = {approximate == "none" ? 0 : 1}},
+        [approximate](const LocalCall& c) { return std::vector{gelu(c.in[0], approximate)}; });
+  }
   if (any_requires_grad(a)) return grad_hooks<ElementwiseGradHooks>().gelu(a, approximate);
   if (approximate == "none") return unary_op(UnaryOp::kGelu, a);
   TS_CHECK(approximate == "tanh", "[gelu] approximate must be \"none\" or \"tanh\", got \"",
@@ -373,6 +442,11 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (any_distributed(cond, a, b)) {
+    return distributed_op("where", {cond, a, b}, {}, [](const LocalCall& c) {
+      return std::vector{where(c.in[0], c.in[1], c.in[2])};
+    });
+  }
   if (any_requires_grad(a, b)) return grad_hooks<ElementwiseGradHooks>().where(cond, a, b);
   TS_CHECK(cond.defined() && a.defined() && b.defined(), "[where] undefined tensor argument");
   TS_CHECK_DTYPE(cond.dtype() == kBool,
@@ -392,6 +466,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor clamp(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> max) {
+  if (any_distributed(a)) {
+    return distributed_op("clamp", {a}, {}, [min, max](const LocalCall& c) {
+      return std::vector{clamp(c.in[0], min, max)};
+    });
+  }
   if (any_requires_grad(a)) return grad_hooks<ElementwiseGradHooks>().clamp(a, min, max);
   TS_CHECK(a.defined(), "[clamp] undefined tensor argument");
   TS_CHECK(min.has_value() || max.has_value(),

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "runtime/dispatch.h"
+#include "runtime/distributed.h"
 #include "runtime/ops.h"
 
 namespace tessera {
@@ -99,11 +100,27 @@ Tensor full(const Shape& sizes, const Scalar& value, TensorOptions options) {
   return filled("full", sizes, value, options);
 }
 
-// The *_like factories return contiguous tensors of t's shape, dtype and device.
-Tensor empty_like(const Tensor& t) { return Tensor::make_empty(t.sizes(), t.dtype(), t.device()); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.options()); }
-Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.options()); }
+// The *_like factories return contiguous tensors of t's shape, dtype and device; of a DTensor,
+// a DTensor of its layout (Partial replaced by Replicate).
+Tensor empty_like(const Tensor& t) {
+  if (any_distributed(t)) {
+    return distributed_op("empty_like", {t}, {},
+                          [](const LocalCall& c) { return std::vector{empty_like(c.in[0])}; });
+  }
+  return Tensor::make_empty(t.sizes(), t.dtype(), t.device());
+}
+Tensor zeros_like(const Tensor& t) {
+  return any_distributed(t) ? full_like(t, 0) : zeros(t.sizes(), t.options());
+}
+Tensor ones_like(const Tensor& t) {
+  return any_distributed(t) ? full_like(t, 1) : ones(t.sizes(), t.options());
+}
 Tensor full_like(const Tensor& t, const Scalar& value) {
+  if (any_distributed(t)) {
+    return distributed_op(
+        "full_like", {t}, {.reals = {value.to_double()}},
+        [value](const LocalCall& c) { return std::vector{full_like(c.in[0], value)}; });
+  }
   return full(t.sizes(), value, t.options());
 }
 

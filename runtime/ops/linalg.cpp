@@ -5,6 +5,7 @@
 
 #include "runtime/autograd_hooks.h"
 #include "runtime/dispatch.h"
+#include "runtime/distributed.h"
 #include "runtime/ops.h"
 #include "runtime/ops/linalg_grad.h"
 
@@ -116,12 +117,20 @@ Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b, DType dtype
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (any_distributed(a, b)) {
+    return distributed_op("matmul", {a, b}, {},
+                          [](const LocalCall& c) { return std::vector{matmul(c.in[0], c.in[1])}; });
+  }
   if (any_requires_grad(a, b)) return grad_hooks<LinalgGradHooks>().matmul(a, b);
   check_defined("matmul", a, b);
   return matmul_impl("matmul", a, b, product_dtype("matmul", a.dtype(), b.dtype()));
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  if (any_distributed(a, b)) {
+    return distributed_op("mm", {a, b}, {},
+                          [](const LocalCall& c) { return std::vector{mm(c.in[0], c.in[1])}; });
+  }
   if (any_requires_grad(a, b)) return grad_hooks<LinalgGradHooks>().mm(a, b);
   check_defined("mm", a, b);
   TS_CHECK_SHAPE(a.dim() == 2 && b.dim() == 2, "[mm] expects 2-D tensors, got shapes ", a.sizes(),
@@ -130,6 +139,10 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (any_distributed(a, b)) {
+    return distributed_op("bmm", {a, b}, {},
+                          [](const LocalCall& c) { return std::vector{bmm(c.in[0], c.in[1])}; });
+  }
   if (any_requires_grad(a, b)) return grad_hooks<LinalgGradHooks>().bmm(a, b);
   check_defined("bmm", a, b);
   TS_CHECK_SHAPE(a.dim() == 3 && b.dim() == 3, "[bmm] expects 3-D tensors, got shapes ", a.sizes(),
@@ -156,8 +169,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     dtype = product_dtype("linear", dtype, bias.dtype());
   }
   // Under autograd linear is its parts, which record (PyTorch's graph for it is the same: a
-  // transposed weight, a product and an add).
-  const bool recording = any_requires_grad(x, weight, bias);
+  // transposed weight, a product and an add); on DTensors too, each part with its sharding rule.
+  const bool recording = any_requires_grad(x, weight, bias) || any_distributed(x, weight, bias);
   Tensor out = recording ? matmul(x, weight.t()) : matmul_impl("linear", x, weight.t(), dtype);
   if (!bias.defined()) return out;
   bool broadcastable = bias.dim() <= out.dim();

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "runtime/dispatch.h"
+#include "runtime/distributed.h"
 #include "runtime/ops.h"
 #include "runtime/ops/nn_grad.h"
 #include "runtime/ops/nn_internal.h"
@@ -89,17 +90,33 @@ DType stat_dtype(DType t) { return t == kFloat64 ? kFloat64 : kFloat32; }
 }  // namespace
 
 Tensor softmax(const Tensor& a, int64_t dim) {
+  if (any_distributed(a)) {
+    return distributed_op("softmax", {a}, {.ints = {wrap_dim(dim, a.dim(), "softmax")}},
+                          [dim](const LocalCall& c) { return std::vector{softmax(c.in[0], dim)}; });
+  }
   if (any_requires_grad(a)) return grad_hooks<NnGradHooks>().softmax(a, dim);
   return softmax_impl(a, dim, false, "softmax");
 }
 
 Tensor log_softmax(const Tensor& a, int64_t dim) {
+  if (any_distributed(a)) {
+    return distributed_op(
+        "log_softmax", {a}, {.ints = {wrap_dim(dim, a.dim(), "log_softmax")}},
+        [dim](const LocalCall& c) { return std::vector{log_softmax(c.in[0], dim)}; });
+  }
   if (any_requires_grad(a)) return grad_hooks<NnGradHooks>().log_softmax(a, dim);
   return softmax_impl(a, dim, true, "log_softmax");
 }
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  if (any_distributed(x, weight, bias)) {
+    return distributed_op(
+        "layer_norm", {x, weight, bias}, {.ints = {normalized_shape.ndim()}},
+        [normalized_shape, eps](const LocalCall& c) {
+          return std::vector{layer_norm(c.in[0], normalized_shape, c.in[1], c.in[2], eps)};
+        });
+  }
   if (any_requires_grad(x, weight, bias)) {
     return grad_hooks<NnGradHooks>().layer_norm(x, normalized_shape, weight, bias, eps);
   }
@@ -108,6 +125,12 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                 std::optional<double> eps) {
+  if (any_distributed(x, weight)) {
+    return distributed_op("rms_norm", {x, weight}, {.ints = {normalized_shape.ndim()}},
+                          [normalized_shape, eps](const LocalCall& c) {
+                            return std::vector{rms_norm(c.in[0], normalized_shape, c.in[1], eps)};
+                          });
+  }
   if (any_requires_grad(x, weight)) {
     return grad_hooks<NnGradHooks>().rms_norm(x, normalized_shape, weight, eps);
   }
@@ -191,6 +214,11 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num
 }  // namespace detail
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  if (any_distributed(weight, indices)) {
+    return distributed_op("embedding", {weight, indices}, {}, [](const LocalCall& c) {
+      return std::vector{embedding(c.in[0], c.in[1])};
+    });
+  }
   if (any_requires_grad(weight)) return grad_hooks<NnGradHooks>().embedding(weight, indices);
   const char* op = "embedding";
   TS_CHECK_SHAPE(weight.dim() == 2, "[", op, "] expected a 2-D weight [num_embeddings, dim], got ",
@@ -224,6 +252,14 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions options) {
+  if (any_distributed(logits, target)) {
+    return distributed_op("cross_entropy", {logits, target},
+                          {.ints = {options.ignore_index, static_cast<int64_t>(options.reduction)},
+                           .reals = {options.label_smoothing}},
+                          [options](const LocalCall& c) {
+                            return std::vector{cross_entropy(c.in[0], c.in[1], options)};
+                          });
+  }
   if (any_requires_grad(logits)) {
     return grad_hooks<NnGradHooks>().cross_entropy(logits, target, options);
   }
@@ -288,6 +324,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const Tensor& attn_mask, double dropout_p, bool is_causal,
                                     std::optional<double> scale, Generator* gen) {
+  if (any_distributed(query, key, value, attn_mask)) {
+    return distributed_op(
+        "scaled_dot_product_attention", {query, key, value, attn_mask},
+        {.reals = {dropout_p}, .flag = is_causal}, [=](const LocalCall& c) {
+          return std::vector{scaled_dot_product_attention(c.in[0], c.in[1], c.in[2], c.in[3],
+                                                          dropout_p, is_causal, scale, gen)};
+        });
+  }
   const char* op = "scaled_dot_product_attention";
   check_floating(query, op, "query");
   TS_CHECK_DTYPE(key.dtype() == query.dtype() && value.dtype() == query.dtype(), "[", op,

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "runtime/dispatch.h"
+#include "runtime/distributed.h"
 #include "runtime/ops.h"
 #include "runtime/ops/nn_grad.h"
 #include "runtime/ops/nn_internal.h"
@@ -117,6 +118,11 @@ Tensor dropout(const Tensor& a, double p, bool train, Generator* gen) {
   TS_CHECK(p >= 0.0 && p <= 1.0, "[dropout] probability has to be between 0 and 1, but got ", p);
   // The identity returns the input itself, as PyTorch: nothing to record.
   if (!train || p == 0.0) return a;
+  if (any_distributed(a)) {
+    return distributed_op("dropout", {a}, {.reals = {p}}, [p, gen](const LocalCall& c) {
+      return std::vector{dropout(c.in[0], p, true, gen)};
+    });
+  }
   if (any_requires_grad(a)) return grad_hooks<NnGradHooks>().dropout(a, p, train, gen);
   check_dropout_input(a);
   Tensor out = Tensor::make_empty(a.sizes(), a.dtype(), a.device());

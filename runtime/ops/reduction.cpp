@@ -6,6 +6,7 @@
 
 #include "runtime/autograd_hooks.h"
 #include "runtime/dispatch.h"
+#include "runtime/distributed.h"
 #include "runtime/ops.h"
 #include "runtime/ops/reduction_grad.h"
 
@@ -117,20 +118,66 @@ std::pair<Tensor, Tensor> extreme_dim(const char* name, ReductionOp values, Redu
   return {reduce(values, a, d, keepdim, a.dtype()), reduce(indices, a, d, keepdim, kInt64)};
 }
 
+// A reduction of a DTensor: the rule reads the wrapped, sorted dims and keepdim (Note
+// [Distributed dispatch]); `local` runs the same reduction on the local shard.
+Tensor distributed_reduction(const char* op, const Tensor& a, const std::vector<int64_t>& dims,
+                             bool keepdim, std::function<Tensor(const Tensor&)> local) {
+  return distributed_op(
+      op, {a}, {.ints = reduction_dims(op, a, dims), .flag = keepdim},
+      [local = std::move(local)](const LocalCall& c) { return std::vector{local(c.in[0])}; });
+}
+
+// max(a, dim) / min(a, dim) of a DTensor: values and indices, the reduced dim replicated.
+std::pair<Tensor, Tensor> distributed_extreme_dim(const char* op, const Tensor& a, int64_t dim,
+                                                  bool keepdim) {
+  const bool is_max = op[1] == 'a';
+  std::vector<Tensor> out = distributed_op_multi(
+      is_max ? "max.dim" : "min.dim", {a}, {.ints = reduction_dims(op, a, {dim}), .flag = keepdim},
+      [=](const LocalCall& c) {
+        auto [values, indices] = is_max ? max(c.in[0], dim, keepdim) : min(c.in[0], dim, keepdim);
+        return std::vector{values, indices};
+      });
+  return {out[0], out[1]};
+}
+
+// argmax / argmin of a DTensor; without a dim the index is into the flattened global tensor.
+Tensor distributed_arg_reduce(const char* op, const Tensor& a, std::optional<int64_t> dim,
+                              bool keepdim) {
+  const bool is_max = op[4] == 'a';
+  const std::string name = std::string(op) + (dim ? ".dim" : ".flat");
+  const OpAttrs attrs{.ints = dim ? reduction_dims(op, a, {*dim}) : std::vector<int64_t>{},
+                      .flag = keepdim};
+  return distributed_op(name.c_str(), {a}, attrs, [=](const LocalCall& c) {
+    return std::vector{is_max ? argmax(c.in[0], dim, keepdim) : argmin(c.in[0], dim, keepdim)};
+  });
+}
+
 }  // namespace
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim,
            std::optional<DType> dtype) {
+  if (any_distributed(a)) {
+    return distributed_reduction("sum", a, dims, keepdim,
+                                 [=](const Tensor& l) { return sum(l, dims, keepdim, dtype); });
+  }
   if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().sum(a, dims, keepdim, dtype);
   return sum_or_prod(ReductionOp::kSum, a, dims, keepdim, dtype);
 }
 
 Tensor prod(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  if (any_distributed(a)) {
+    return distributed_reduction("prod", a, dims, keepdim,
+                                 [=](const Tensor& l) { return prod(l, dims, keepdim); });
+  }
   if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().prod(a, dims, keepdim);
   return sum_or_prod(ReductionOp::kProd, a, dims, keepdim, std::nullopt);
 }
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  if (any_distributed(a)) {
+    return distributed_reduction("mean", a, dims, keepdim,
+                                 [=](const Tensor& l) { return mean(l, dims, keepdim); });
+  }
   if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().mean(a, dims, keepdim);
   const std::vector<int64_t> d = reduction_dims("mean", a, dims);
   check_floating("mean", a);
@@ -138,6 +185,10 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  if (any_distributed(a)) {
+    return distributed_reduction("amax", a, dims, keepdim,
+                                 [=](const Tensor& l) { return amax(l, dims, keepdim); });
+  }
   if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().amax(a, dims, keepdim);
   const std::vector<int64_t> d = reduction_dims("amax", a, dims);
   check_nonempty("amax", a, d, !dims.empty());
@@ -145,6 +196,10 @@ Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor amin(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  if (any_distributed(a)) {
+    return distributed_reduction("amin", a, dims, keepdim,
+                                 [=](const Tensor& l) { return amin(l, dims, keepdim); });
+  }
   if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().amin(a, dims, keepdim);
   const std::vector<int64_t> d = reduction_dims("amin", a, dims);
   check_nonempty("amin", a, d, !dims.empty());
@@ -152,34 +207,49 @@ Tensor amin(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor max(const Tensor& a) {
+  if (any_distributed(a)) {
+    return distributed_reduction("amax", a, {}, false, [](const Tensor& l) { return max(l); });
+  }
   if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().max_all(a);
   return extreme_all("max", ReductionOp::kAmax, a);
 }
 
 Tensor min(const Tensor& a) {
+  if (any_distributed(a)) {
+    return distributed_reduction("amin", a, {}, false, [](const Tensor& l) { return min(l); });
+  }
   if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().min_all(a);
   return extreme_all("min", ReductionOp::kAmin, a);
 }
 
 std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
+  if (any_distributed(a)) return distributed_extreme_dim("max", a, dim, keepdim);
   if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().max_dim(a, dim, keepdim);
   return extreme_dim("max", ReductionOp::kAmax, ReductionOp::kArgmax, a, dim, keepdim);
 }
 
 std::pair<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim) {
+  if (any_distributed(a)) return distributed_extreme_dim("min", a, dim, keepdim);
   if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().min_dim(a, dim, keepdim);
   return extreme_dim("min", ReductionOp::kAmin, ReductionOp::kArgmin, a, dim, keepdim);
 }
 
 Tensor argmax(const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
+  if (any_distributed(a)) return distributed_arg_reduce("argmax", a, dim, keepdim);
   return arg_reduce(ReductionOp::kArgmax, a, dim, keepdim);
 }
 
 Tensor argmin(const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
+  if (any_distributed(a)) return distributed_arg_reduce("argmin", a, dim, keepdim);
   return arg_reduce(ReductionOp::kArgmin, a, dim, keepdim);
 }
 
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims, double correction, bool keepdim) {
+  if (any_distributed(a)) {
+    return distributed_reduction("var", a, dims, keepdim, [=](const Tensor& l) {
+      return var(l, dims, correction, keepdim);
+    });
+  }
   if (any_requires_grad(a)) {
     return grad_hooks<ReductionGradHooks>().var(a, dims, correction, keepdim);
   }
@@ -189,6 +259,10 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims, double correction,
 }
 
 Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool keepdim) {
+  if (any_distributed(a)) {
+    return distributed_reduction("norm", a, dims, keepdim,
+                                 [=](const Tensor& l) { return norm(l, p, dims, keepdim); });
+  }
   if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().norm(a, p, dims, keepdim);
   const std::vector<int64_t> d = reduction_dims("norm", a, dims);
   check_floating("norm", a);

@@ -2,6 +2,7 @@
 // cat and stack record through ShapeGradHooks when an input requires grad.
 
 #include "runtime/autograd_hooks.h"
+#include "runtime/distributed.h"
 #include "runtime/ops.h"
 #include "runtime/ops/view_grad.h"
 
@@ -16,6 +17,10 @@ bool skipped_by_cat(const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; }
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (any_distributed(tensors)) {
+    return distributed_op("cat", tensors, {.ints = {dim}},
+                          [dim](const LocalCall& c) { return std::vector{cat(c.in, dim)}; });
+  }
   if (any_requires_grad(tensors)) return grad_hooks<ShapeGradHooks>().cat(tensors, dim);
   TS_CHECK(!tensors.empty(), "[cat] expects a non-empty list of tensors");
   DType dtype = tensors[0].dtype();
@@ -67,6 +72,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (any_distributed(tensors)) {
+    return distributed_op("stack", tensors, {.ints = {dim}},
+                          [dim](const LocalCall& c) { return std::vector{stack(c.in, dim)}; });
+  }
   if (any_requires_grad(tensors)) return grad_hooks<ShapeGradHooks>().stack(tensors, dim);
   TS_CHECK(!tensors.empty(), "[stack] expects a non-empty list of tensors");
   TS_CHECK(tensors[0].defined(), "[stack] tensor 0 is undefined");

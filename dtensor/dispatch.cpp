@@ -1,0 +1,437 @@
+// DTensor dispatch: the hooks runtime/ calls for ops on distributed tensors (Note [Distributed
+// dispatch] in runtime/distributed.h), choosing placements as Note [Choosing placements for an
+// op] in dtensor/sharding_rule.h says.
+
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include "dtensor/dtensor.h"
+#include "dtensor/dtensor_functions.h"
+#include "dtensor/dtensor_meta.h"
+#include "dtensor/redistribute/cost_model.h"
+#include "dtensor/redistribute/plan.h"
+#include "dtensor/rules/rule_table.h"
+#include "runtime/grad_mode.h"
+
+namespace tessera {
+
+namespace dtensor {
+namespace {
+
+using SpecPtr = std::shared_ptr<const DTensorSpec>;
+
+// ---- user rules (register_sharding) ----
+
+struct UserRules {
+  std::mutex mutex;
+  std::map<std::string, ShardingRuleFn, std::less<>> rules;
+  // Bumped on every change; rank threads drop their cached choices when it moves.
+  std::atomic<uint64_t> version{1};
+};
+
+UserRules& user_rules() {
+  static UserRules rules;
+  return rules;
+}
+
+thread_local int implicit_replication_depth = 0;
+
+// ---- one call's inputs ----
+
+struct Inputs {
+  DeviceMesh mesh;
+  std::vector<SpecPtr> specs;  // null for an absent input
+  std::vector<Tensor> locals;  // undefined for an absent input
+};
+
+SpecPtr replicate_spec(const Tensor& t, const DeviceMesh& mesh) {
+  return std::make_shared<DTensorSpec>(
+      DTensorSpec{mesh, Placements(static_cast<size_t>(mesh.ndim()), Replicate()), t.sizes(),
+                  contiguous_strides(t.sizes()), t.dtype()});
+}
+
+Inputs gather_inputs(const char* op, const std::vector<Tensor>& tensors) {
+  size_t first = 0;
+  while (!tensors[first].is_distributed()) ++first;  // the dispatcher runs only when one is
+  Inputs in{meta_of(tensors[first]).spec->mesh, {}, {}};
+  for (size_t i = first + 1; i < tensors.size(); ++i) {
+    if (!tensors[i].is_distributed()) continue;
+    const DeviceMesh& mesh = meta_of(tensors[i]).spec->mesh;
+    TS_CHECK(mesh == in.mesh, "[", op, "] arguments ", first, " and ", i,
+             " are DTensors on different device meshes (", in.mesh, " and ", mesh,
+             "); an op needs all of its DTensor arguments on one mesh");
+  }
+  in.specs.resize(tensors.size());
+  in.locals.resize(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (!t.defined()) continue;
+    if (t.is_distributed()) {
+      in.locals[i] = ready_local(t);
+      in.specs[i] = meta_of(t).spec;
+      continue;
+    }
+    TS_CHECK(t.numel() == 1 || implicit_replication_depth > 0, "[", op, "] argument ", i,
+             " is a plain Tensor of shape ", t.sizes(), " and argument ", first,
+             " is a DTensor: mixing them is only allowed for one-element tensors, or for any "
+             "plain tensor inside an ImplicitReplicationGuard (which treats it as Replicate); "
+             "otherwise make it a DTensor with distribute_tensor or DTensor::from_local");
+    in.locals[i] = t;
+    in.specs[i] = replicate_spec(t, in.mesh);
+  }
+  return in;
+}
+
+// ---- the cache key ----
+
+template <typename T>
+void append(std::string& key, const T& value) {
+  key.append(reinterpret_cast<const char*>(&value), sizeof(T));
+}
+
+void append(std::string& key, const Shape& shape) {
+  append(key, shape.size());
+  for (int64_t v : shape) append(key, v);
+}
+
+void append(std::string& key, const Placements& ps) {
+  for (const Placement& p : ps) {
+    append(key, p.kind());
+    if (p.is_shard()) {
+      append(key, p.dim());
+      append(key, p.split_factor());
+    }
+    if (p.is_partial()) append(key, p.reduce_op());
+  }
+}
+
+std::string cache_key(const char* op, const OpAttrs& attrs, const Inputs& in) {
+  std::string key(op);
+  key.push_back('\0');
+  append(key, Shape(attrs.ints));
+  append(key, attrs.reals.size());
+  for (double r : attrs.reals) append(key, r);
+  append(key, attrs.flag);
+  append(key, in.mesh.id());
+  for (const SpecPtr& s : in.specs) {
+    append(key, s != nullptr);
+    if (s == nullptr) continue;
+    append(key, s->placements);
+    append(key, s->shape);
+    append(key, s->stride);
+    append(key, s->dtype);
+  }
+  return key;
+}
+
+// ---- choosing placements ----
+
+struct Choice {
+  std::vector<Placements> inputs;  // the placements each present input runs with
+  // Per input: the mesh dims along which it is Replicate while an output is not, so that each
+  // rank used it for a different part of the result and its gradient sums over them.
+  std::vector<std::vector<int64_t>> grad_sum_dims;
+  std::vector<Placements> outputs;
+  std::vector<Shape> output_shapes;  // empty for replicate-only ops (the local results' shapes)
+  std::vector<Shape> local_output_shapes;
+  std::vector<SpecPtr> output_specs;  // filled on the first run (the dtype is the local op's)
+  bool in_place = false;
+};
+
+bool acceptable(const Placements& ps, int64_t ndim) {
+  bool has_sum_avg = false;
+  std::optional<dist::ReduceOp> other;
+  for (const Placement& p : ps) {
+    if (p.is_shard() && (p.dim() < 0 || p.dim() >= ndim || p.split_factor() < 1)) return false;
+    if (!p.is_partial()) continue;
+    const dist::ReduceOp op = p.reduce_op();
+    if (op == dist::ReduceOp::Sum || op == dist::ReduceOp::Avg) {
+      has_sum_avg = true;
+    } else if (other.has_value() && *other != op) {
+      return false;
+    } else {
+      other = op;
+    }
+  }
+  return !(has_sum_avg && other.has_value());
+}
+
+const OpRule& builtin_rule(const char* op) {
+  const RuleTable& table = builtin_rules();
+  const auto it = table.find(std::string_view(op));
+  TS_INTERNAL_ASSERT(it != table.end(), "the op '", op,
+                     "' reached DTensor dispatch but has no entry in the sharding rule table");
+  return it->second;
+}
+
+ShardingRuleFn user_rule(const char* op) {
+  UserRules& u = user_rules();
+  std::lock_guard<std::mutex> lock(u.mutex);
+  const auto it = u.rules.find(std::string_view(op));
+  return it == u.rules.end() ? nullptr : it->second;
+}
+
+void check_strategy(const char* op, const ShardingStrategy& s, size_t inputs, size_t outputs) {
+  TS_CHECK(s.inputs.size() == inputs && s.outputs.size() == outputs, "[", op,
+           "] the sharding rule returned a strategy with ", s.inputs.size(),
+           " input placements and ", s.outputs.size(), " output placements; the op has ", inputs,
+           " tensor inputs and ", outputs,
+           " outputs, and a strategy gives one placement to each (for one mesh dim)");
+}
+
+double redistribute_cost(const DTensorSpec& from, const Placements& to) {
+  if (from.placements == to) return 0.0;
+  return plan_redistribute(from, to).cost_s;
+}
+
+std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& attrs) {
+  const OpRule& builtin = builtin_rule(op);
+  ShardingRuleFn rule = user_rule(op);
+  if (rule == nullptr) rule = builtin.strategies;
+  const size_t n = in.specs.size();
+  auto choice = std::make_shared<Choice>();
+  choice->in_place = builtin.in_place;
+  const auto mesh_ndim = static_cast<size_t>(in.mesh.ndim());
+  const Placements all_r(mesh_ndim, Replicate());
+
+  ShardingCall call{op, {}, in.mesh, 0, attrs};
+  for (const SpecPtr& s : in.specs) {
+    call.inputs.push_back(s != nullptr ? *s : DTensorSpec{in.mesh, {}, {}, {}, kFloat32});
+  }
+
+  if (rule == nullptr) {  // replicate-only
+    for (size_t i = 0; i < n; ++i) choice->inputs.push_back(in.specs[i] ? all_r : Placements{});
+    choice->grad_sum_dims.resize(n);
+    return choice;
+  }
+  TS_INTERNAL_ASSERT(builtin.output_shapes != nullptr, "'", op, "' has a rule but no shapes");
+  choice->output_shapes = builtin.output_shapes(call);
+  const size_t outs = choice->output_shapes.size();
+
+  // Strategies per mesh dim, all-Replicate added.
+  std::vector<std::vector<ShardingStrategy>> per_dim(mesh_ndim);
+  for (size_t m = 0; m < mesh_ndim; ++m) {
+    call.mesh_dim = static_cast<int64_t>(m);
+    per_dim[m] = rule(call);
+    for (const ShardingStrategy& s : per_dim[m]) check_strategy(op, s, n, outs);
+    per_dim[m].push_back(all_replicate(outs, n));
+  }
+
+  // Every combination, cheapest first-found wins.
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<size_t> pick(mesh_ndim, 0);
+  std::vector<Placements> cand_in(n, Placements(mesh_ndim, Replicate()));
+  std::vector<Placements> cand_out(outs, Placements(mesh_ndim, Replicate()));
+  while (true) {
+    for (size_t m = 0; m < mesh_ndim; ++m) {
+      const ShardingStrategy& s = per_dim[m][pick[m]];
+      for (size_t i = 0; i < n; ++i) cand_in[i][m] = s.inputs[i];
+      for (size_t o = 0; o < outs; ++o) cand_out[o][m] = s.outputs[o];
+    }
+    bool ok = true;
+    double cost = 0.0;
+    for (size_t o = 0; ok && o < outs; ++o) {
+      ok = acceptable(cand_out[o], static_cast<int64_t>(choice->output_shapes[o].size()));
+    }
+    if (ok && choice->in_place) {
+      ok = cand_in[0] == in.specs[0]->placements && cand_out[0] == in.specs[0]->placements;
+    }
+    for (size_t i = 0; ok && i < n; ++i) {
+      if (in.specs[i] == nullptr) continue;
+      ok = acceptable(cand_in[i], static_cast<int64_t>(in.specs[i]->shape.size()));
+      if (!ok) break;
+      try {
+        cost += redistribute_cost(*in.specs[i], cand_in[i]);
+      } catch (const Error&) {
+        ok = false;  // a transition the planner cannot make (e.g. into a product Partial)
+      }
+    }
+    if (ok && cost < best) {
+      best = cost;
+      choice->inputs = cand_in;
+      choice->outputs = cand_out;
+    }
+    size_t m = mesh_ndim;
+    while (m > 0 && ++pick[m - 1] == per_dim[m - 1].size()) pick[--m] = 0;
+    if (m == 0) break;
+  }
+  if (choice->inputs.empty()) {
+    TS_CHECK(!choice->in_place, "[", op, "] writes its first argument in place, whose placements ",
+             in.specs[0]->placements,
+             " cannot hold the result with the other arguments' "
+             "placements (no sharding strategy keeps them); redistribute the written DTensor "
+             "first, or compute out of place");
+    TS_CHECK(false, "[", op, "] no sharding strategy accepts these inputs");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (in.specs[i] == nullptr) choice->inputs[i].clear();
+  }
+  choice->grad_sum_dims.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (in.specs[i] == nullptr) continue;
+    for (size_t m = 0; m < mesh_ndim; ++m) {
+      if (!choice->inputs[i][m].is_replicate()) continue;
+      for (size_t o = 0; o < outs; ++o) {
+        if (!choice->outputs[o][m].is_replicate()) {
+          choice->grad_sum_dims[i].push_back(static_cast<int64_t>(m));
+          break;
+        }
+      }
+    }
+  }
+  for (size_t o = 0; o < outs; ++o) {
+    DTensorSpec s{in.mesh, choice->outputs[o], choice->output_shapes[o],
+                  contiguous_strides(choice->output_shapes[o]), kFloat32};
+    choice->local_output_shapes.push_back(s.local_shape());
+  }
+  return choice;
+}
+
+struct ChoiceCache {
+  uint64_t version = 0;
+  std::unordered_map<std::string, std::shared_ptr<Choice>> choices;
+};
+
+std::shared_ptr<Choice> cached_choice(const char* op, const Inputs& in, const OpAttrs& attrs) {
+  thread_local ChoiceCache cache;
+  const uint64_t version = user_rules().version.load() + cost_model_version();
+  if (cache.version != version) {
+    cache.choices.clear();
+    cache.version = version;
+  }
+  std::string key = cache_key(op, attrs, in);
+  const auto it = cache.choices.find(key);
+  if (it != cache.choices.end()) return it->second;
+  std::shared_ptr<Choice> choice = choose(op, in, attrs);
+  cache.choices.emplace(std::move(key), choice);
+  return choice;
+}
+
+// ---- running ----
+
+std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
+                             const OpAttrs& attrs, const LocalOp& local) {
+  Inputs in = gather_inputs(op, tensors);
+  const std::shared_ptr<Choice> choice = cached_choice(op, in, attrs);
+  const bool recording = is_grad_enabled();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (in.specs[i] == nullptr) continue;
+    Tensor& l = in.locals[i];
+    const Placements& target = choice->inputs[i];
+    if (target != in.specs[i]->placements) {
+      l = redistribute_local(l, in.specs[i], target, RedistributeOptions{});
+    }
+    if (recording && !choice->grad_sum_dims[i].empty() && l.requires_grad()) {
+      auto spec = std::make_shared<DTensorSpec>(*in.specs[i]);
+      spec->placements = target;
+      spec->dtype = l.dtype();
+      l = sum_grad_over(l, spec, choice->grad_sum_dims[i]);
+    }
+  }
+  std::vector<Tensor> out = local(LocalCall{in.locals, choice->local_output_shapes});
+  if (choice->in_place) return {tensors[0]};
+  const bool replicate_only = choice->output_shapes.empty();
+  if (!replicate_only) {
+    TS_INTERNAL_ASSERT(out.size() == choice->output_shapes.size(), "[", op, "] the local op gave ",
+                       out.size(), " outputs, the rule ", choice->output_shapes.size());
+  }
+  std::vector<Tensor> wrapped;
+  wrapped.reserve(out.size());
+  if (choice->output_specs.size() != out.size()) choice->output_specs.assign(out.size(), nullptr);
+  for (size_t o = 0; o < out.size(); ++o) {
+    SpecPtr& spec = choice->output_specs[o];
+    if (spec == nullptr || spec->dtype != out[o].dtype()) {
+      const Shape shape = replicate_only ? out[o].sizes() : choice->output_shapes[o];
+      const Placements ps = replicate_only
+                                ? Placements(static_cast<size_t>(in.mesh.ndim()), Replicate())
+                                : choice->outputs[o];
+      spec = std::make_shared<DTensorSpec>(
+          DTensorSpec{in.mesh, ps, shape, contiguous_strides(shape), out[o].dtype()});
+    }
+    if (!replicate_only) {
+      TS_INTERNAL_ASSERT(out[o].sizes() == choice->local_output_shapes[o], "[", op, "] output ", o,
+                         " of the local op has shape ", out[o].sizes(), " but placements ",
+                         spec->placements, " of global shape ", spec->shape, " give this rank ",
+                         choice->local_output_shapes[o]);
+    }
+    wrapped.push_back(make_distributed(out[o], spec));
+  }
+  return wrapped;
+}
+
+// ---- the other hooks ----
+
+Tensor full_tensor_hook(const Tensor& t) { return DTensor(t).full_tensor(); }
+
+Tensor local_hook(const Tensor& t) { return ready_local(t); }
+
+Tensor wrap_like_hook(const Tensor& local, const Tensor& like, bool as_grad) {
+  auto spec = std::make_shared<DTensorSpec>(*meta_of(like).spec);
+  if (as_grad) spec->placements = normalize_for_grad(spec->placements);
+  spec->dtype = local.dtype();
+  return make_distributed(local, std::move(spec));
+}
+
+void backward_hook(const Tensor& t, const Tensor& gradient, BackwardOptions options) {
+  const DTensor self(t);
+  const Tensor& local = ready_local(t);
+  if (!gradient.defined()) {
+    local.backward({}, options);
+    return;
+  }
+  TS_CHECK_SHAPE(gradient.sizes() == t.sizes(), "[backward] gradient of shape ", gradient.sizes(),
+                 " for a DTensor of shape ", t.sizes());
+  const DTensor g = gradient.is_distributed()
+                        ? DTensor(gradient)
+                        : distribute_tensor(gradient, self.device_mesh(), {}, std::nullopt);
+  local.backward(g.redistribute(normalize_for_grad(self.placements())).to_local(), options);
+}
+
+std::string describe_hook(const Tensor& t) {
+  std::ostringstream os;
+  os << DTensor(t);
+  return os.str();
+}
+
+}  // namespace
+}  // namespace dtensor
+
+void install_distributed_hooks(DistributedHooks& hooks) {
+  hooks.dispatch = dtensor::dispatch;
+  hooks.full_tensor = dtensor::full_tensor_hook;
+  hooks.local = dtensor::local_hook;
+  hooks.wrap_like = dtensor::wrap_like_hook;
+  hooks.backward = dtensor::backward_hook;
+  hooks.describe = dtensor::describe_hook;
+}
+
+void register_sharding(const std::string& op, ShardingRuleFn rule) {
+  const dtensor::RuleTable& table = dtensor::builtin_rules();
+  TS_CHECK(table.count(op) == 1, "[register_sharding] '", op,
+           "' is not an op of the registry (names as runtime/ops pass them: \"add\", \"mul_\", "
+           "\"sum\", \"matmul\", \"view\", ...; see dtensor/README.md)");
+  TS_CHECK(rule != nullptr, "[register_sharding] empty rule for '", op, "'");
+  dtensor::UserRules& u = dtensor::user_rules();
+  std::lock_guard<std::mutex> lock(u.mutex);
+  u.rules[op] = std::move(rule);
+  ++u.version;
+}
+
+void unregister_sharding(const std::string& op) {
+  TS_CHECK(dtensor::builtin_rules().count(op) == 1, "[unregister_sharding] '", op,
+           "' is not an op of the registry");
+  dtensor::UserRules& u = dtensor::user_rules();
+  std::lock_guard<std::mutex> lock(u.mutex);
+  u.rules.erase(op);
+  ++u.version;
+}
+
+ImplicitReplicationGuard::ImplicitReplicationGuard() { ++dtensor::implicit_replication_depth; }
+ImplicitReplicationGuard::~ImplicitReplicationGuard() { --dtensor::implicit_replication_depth; }
+bool ImplicitReplicationGuard::active() { return dtensor::implicit_replication_depth > 0; }
+
+}  // namespace tessera

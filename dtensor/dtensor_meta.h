@@ -1,0 +1,34 @@
+#pragma once
+// What a DTensor's TensorImpl carries in its dist_meta slot (Note [Distributed dispatch] in
+// runtime/distributed.h): the calling rank's local shard and the spec.
+
+#include <memory>
+#include <vector>
+
+#include "collectives/work.h"
+#include "dtensor/dtensor_spec.h"
+#include "runtime/distributed.h"
+#include "runtime/tensor.h"
+
+namespace tessera::dtensor {
+
+struct DTensorMeta final : DistributedMetaBase {
+  Tensor local;
+  std::shared_ptr<const DTensorSpec> spec;
+  // An async redistribute still writing `local`, reading `keep_alive` (see DTensor::wait).
+  dist::WorkPtr pending;
+  std::vector<Tensor> keep_alive;
+};
+
+// The meta of a distributed tensor (an internal error for a plain one).
+DTensorMeta& meta_of(const Tensor& t);
+
+// A distributed tensor of `spec` whose local shard is `local` (global sizes, strides and dtype
+// from the spec; the local dtype must be the spec's).
+Tensor make_distributed(Tensor local, std::shared_ptr<const DTensorSpec> spec,
+                        dist::WorkPtr pending = nullptr, std::vector<Tensor> keep_alive = {});
+
+// The local shard after completing a pending redistribute.
+const Tensor& ready_local(const Tensor& t);
+
+}  // namespace tessera::dtensor

@@ -1,0 +1,98 @@
+#pragma once
+// The seam through which op entry points hand calls on distributed tensors to dtensor/, without
+// runtime/ knowing meshes (DESIGN.md, "A DTensor is a Tensor").
+//
+// Note [Distributed dispatch]
+// A distributed tensor is a Tensor whose TensorImpl carries `dist_meta` (dtensor/ defines what is
+// inside: the local shard and the spec); its sizes, strides and dtype are the global tensor's and
+// it has no data of its own (data_ptr raises). Every op entry point that computes starts with
+//
+//   if (any_distributed(a, b))
+//     return distributed_op("add", {a, b}, {.reals = {alpha}}, [=](const LocalCall& c) {
+//       return add(c.in[0], c.in[1], alpha);
+//     });
+//
+// before its autograd check. dtensor/ (dtensor/dispatch.cpp) looks up the op's sharding rule
+// by name, chooses placements (cached), redistributes the inputs' local tensors (recorded for
+// autograd), calls the lambda on the local tensors (plain Tensors: the local op records as usual)
+// and wraps the local results as distributed tensors. The lambda gets the local shapes of the
+// outputs for ops whose arguments are sizes (view, reshape, expand); other arguments are global
+// and stay valid because rules only shard dims the op treats elementwise.
+// OpAttrs carries the non-tensor arguments a rule reads; they are part of the cache key.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace tessera {
+
+// Slot for dtensor/ (see Note [Distributed dispatch]).
+struct DistributedMetaBase {
+  virtual ~DistributedMetaBase() = default;
+};
+
+// The non-tensor arguments of an op that its sharding rule reads (dims, sizes, flags).
+struct OpAttrs {
+  std::vector<int64_t> ints = {};
+  std::vector<double> reals = {};
+  bool flag = false;
+};
+
+// What the local lambda receives: the inputs' local tensors (undefined where the op's optional
+// input is absent) and the local shapes of the outputs the rule chose.
+struct LocalCall {
+  const std::vector<Tensor>& in;
+  const std::vector<Shape>& out_shapes;
+};
+using LocalOp = std::function<std::vector<Tensor>(const LocalCall&)>;
+
+struct DistributedHooks {
+  // Runs `op` on arguments of which at least one is distributed; returns its outputs.
+  std::vector<Tensor> (*dispatch)(const char* op, const std::vector<Tensor>& inputs,
+                                  const OpAttrs& attrs, const LocalOp& local) = nullptr;
+  // The whole tensor on every rank (plain, differentiable).
+  Tensor (*full_tensor)(const Tensor& t) = nullptr;
+  // The local shard (plain; completes a pending redistribute; not recorded).
+  Tensor (*local)(const Tensor& t) = nullptr;
+  // `local` as a distributed tensor with the spec of `like`, Partial placements replaced by
+  // Replicate when `as_grad` (the layout of gradients).
+  Tensor (*wrap_like)(const Tensor& local, const Tensor& like, bool as_grad) = nullptr;
+  // Tensor::backward of a DTensor: `gradient` (a DTensor, or undefined for a one-element
+  // tensor) is laid out as the DTensor's gradient, then its local tensor's backward runs.
+  void (*backward)(const Tensor& t, const Tensor& gradient, BackwardOptions options) = nullptr;
+  // A one-line description (shape, dtype, placements, mesh, local shape) for printing.
+  std::string (*describe)(const Tensor& t) = nullptr;
+};
+// Filled once by install_distributed_hooks, which dtensor/ defines.
+void install_distributed_hooks(DistributedHooks& hooks);
+const DistributedHooks& distributed_hooks();
+
+namespace detail {
+inline bool distributed_fast(const Tensor& t) {
+  const TensorImpl* impl = t.unsafe_impl();
+  return impl != nullptr && impl->dist_meta != nullptr;
+}
+inline bool distributed_fast(const std::vector<Tensor>& ts) {
+  for (const Tensor& t : ts) {
+    if (distributed_fast(t)) return true;
+  }
+  return false;
+}
+}  // namespace detail
+
+// Whether any argument (Tensors or vectors of Tensors; undefined ones allowed) is distributed.
+template <typename... Inputs>
+bool any_distributed(const Inputs&... inputs) {
+  return (detail::distributed_fast(inputs) || ...);
+}
+
+// The dispatch hook for an op with one output / several outputs.
+Tensor distributed_op(const char* op, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
+                      const LocalOp& local);
+std::vector<Tensor> distributed_op_multi(const char* op, const std::vector<Tensor>& inputs,
+                                         const OpAttrs& attrs, const LocalOp& local);
+
+}  // namespace tessera
