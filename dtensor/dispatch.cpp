@@ -296,8 +296,13 @@ struct ChoiceCache {
   std::unordered_map<std::string, std::shared_ptr<Choice>> choices;
 };
 
-std::shared_ptr<Choice> cached_choice(const char* op, const Inputs& in, const OpAttrs& attrs) {
+ChoiceCache& choice_cache() {
   thread_local ChoiceCache cache;
+  return cache;
+}
+
+std::shared_ptr<Choice> cached_choice(const char* op, const Inputs& in, const OpAttrs& attrs) {
+  ChoiceCache& cache = choice_cache();
   const uint64_t version = user_rules().version.load() + cost_model_version();
   if (cache.version != version) {
     cache.choices.clear();
@@ -429,6 +434,21 @@ void unregister_sharding(const std::string& op) {
   u.rules.erase(op);
   ++u.version;
 }
+
+std::vector<std::string> sharding_op_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, rule] : dtensor::builtin_rules()) names.push_back(name);
+  return names;
+}
+
+std::string replicate_only_reason(const std::string& op) {
+  const auto it = dtensor::builtin_rules().find(op);
+  TS_CHECK(it != dtensor::builtin_rules().end(), "[replicate_only_reason] '", op,
+           "' is not an op of the registry");
+  return it->second.replicate_only_reason;
+}
+
+void clear_sharding_cache() { dtensor::choice_cache().choices.clear(); }
 
 ImplicitReplicationGuard::ImplicitReplicationGuard() { ++dtensor::implicit_replication_depth; }
 ImplicitReplicationGuard::~ImplicitReplicationGuard() { --dtensor::implicit_replication_depth; }

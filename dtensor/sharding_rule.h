@@ -54,6 +54,14 @@ void register_sharding(const std::string& op, ShardingRuleFn rule);
 // Back to the built-in rule. Errors: an op that is not in the registry.
 void unregister_sharding(const std::string& op);
 
+// Every op name of the registry, sorted; and why an op is replicate-only (empty when it has a
+// sharding rule). For coverage tests and tools.
+std::vector<std::string> sharding_op_names();
+std::string replicate_only_reason(const std::string& op);
+
+// Drops the calling rank thread's cached placement choices (benchmarks time the cache miss).
+void clear_sharding_cache();
+
 // While one lives on the calling thread, plain tensors passed to ops together with DTensors are
 // taken as Replicate on the DTensors' mesh (PyTorch's implicit_replication); without it only
 // one-element plain tensors are. Nests.
