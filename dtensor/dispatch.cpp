@@ -109,9 +109,9 @@ void append(std::string& key, const Placements& ps) {
   }
 }
 
-std::string cache_key(const char* op, const OpAttrs& attrs, const Inputs& in) {
+std::string cache_key(const char* op, const OpAttrs& attrs, const Inputs& in, bool recording) {
   std::string key(op);
-  key.push_back('\0');
+  key.push_back(recording ? '\1' : '\0');
   append(key, Shape(attrs.ints));
   append(key, attrs.reals.size());
   for (double r : attrs.reals) append(key, r);
@@ -188,7 +188,20 @@ double redistribute_cost(const DTensorSpec& from, const Placements& to) {
   return plan_redistribute(from, to).cost_s;
 }
 
-std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& attrs) {
+// Note [Partial outputs under autograd]
+// The tape records local ops, so a gradient reaches each rank's partial value as it is. That is
+// right for P(sum) (d(sum of parts)/d(part) = 1) and wrong for avg (1/n), max and min (only the
+// winning rank's part): while recording, outputs may be Partial(sum) only. (A Partial leaf
+// itself is fine: redistributing it gives its gradient to the value, Partial -> Replicate.)
+bool differentiable_partials(const Placements& ps) {
+  for (const Placement& p : ps) {
+    if (p.is_partial() && !p.is_partial(dist::ReduceOp::Sum)) return false;
+  }
+  return true;
+}
+
+std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& attrs,
+                               bool recording) {
   const OpRule& builtin = builtin_rule(op);
   ShardingRuleFn rule = user_rule(op);
   if (rule == nullptr) rule = builtin.strategies;
@@ -211,6 +224,9 @@ std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& 
   TS_INTERNAL_ASSERT(builtin.output_shapes != nullptr, "'", op, "' has a rule but no shapes");
   choice->output_shapes = builtin.output_shapes(call);
   const size_t outs = choice->output_shapes.size();
+  TS_CHECK_SHAPE(!choice->in_place || choice->output_shapes[0] == in.specs[0]->shape, "[", op,
+                 "] output with shape ", in.specs[0]->shape, " doesn't match the broadcast shape ",
+                 choice->output_shapes[0]);
 
   // Strategies per mesh dim, all-Replicate added.
   std::vector<std::vector<ShardingStrategy>> per_dim(mesh_ndim);
@@ -235,7 +251,8 @@ std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& 
     bool ok = true;
     double cost = 0.0;
     for (size_t o = 0; ok && o < outs; ++o) {
-      ok = acceptable(cand_out[o], static_cast<int64_t>(choice->output_shapes[o].size()));
+      ok = acceptable(cand_out[o], static_cast<int64_t>(choice->output_shapes[o].size())) &&
+           (!recording || differentiable_partials(cand_out[o]));
     }
     if (ok && choice->in_place) {
       ok = cand_in[0] == in.specs[0]->placements && cand_out[0] == in.specs[0]->placements;
@@ -301,17 +318,18 @@ ChoiceCache& choice_cache() {
   return cache;
 }
 
-std::shared_ptr<Choice> cached_choice(const char* op, const Inputs& in, const OpAttrs& attrs) {
+std::shared_ptr<Choice> cached_choice(const char* op, const Inputs& in, const OpAttrs& attrs,
+                                      bool recording) {
   ChoiceCache& cache = choice_cache();
   const uint64_t version = user_rules().version.load() + cost_model_version();
   if (cache.version != version) {
     cache.choices.clear();
     cache.version = version;
   }
-  std::string key = cache_key(op, attrs, in);
+  std::string key = cache_key(op, attrs, in, recording);
   const auto it = cache.choices.find(key);
   if (it != cache.choices.end()) return it->second;
-  std::shared_ptr<Choice> choice = choose(op, in, attrs);
+  std::shared_ptr<Choice> choice = choose(op, in, attrs, recording);
   cache.choices.emplace(std::move(key), choice);
   return choice;
 }
@@ -321,8 +339,11 @@ std::shared_ptr<Choice> cached_choice(const char* op, const Inputs& in, const Op
 std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
                              const OpAttrs& attrs, const LocalOp& local) {
   Inputs in = gather_inputs(op, tensors);
-  const std::shared_ptr<Choice> choice = cached_choice(op, in, attrs);
-  const bool recording = is_grad_enabled();
+  bool recording = false;
+  if (is_grad_enabled()) {
+    for (const Tensor& l : in.locals) recording = recording || (l.defined() && l.requires_grad());
+  }
+  const std::shared_ptr<Choice> choice = cached_choice(op, in, attrs, recording);
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (in.specs[i] == nullptr) continue;
     Tensor& l = in.locals[i];

@@ -235,14 +235,21 @@ void add_pointwise_rules(RuleTable& table) {
                                   : (UnaryOp::e == UnaryOp::kRelu ? monotone : nullptr));
   TS_FOR_EACH_UNARY_OP(TS_UNARY)
 #undef TS_UNARY
-#define TS_BINARY(e, name, kind)                                                         \
-  add(table, name, binary_partials(BinaryOp::e, false, false));                          \
-  add(table, std::string(name) + "_", binary_partials(BinaryOp::e, false, false), true); \
-  add(table, std::string(name) + ".scalar", binary_partials(BinaryOp::e, true, false));  \
-  add(table, std::string(name) + ".rscalar", binary_partials(BinaryOp::e, true, true));  \
-  add(table, std::string(name) + "_.scalar", binary_partials(BinaryOp::e, true, false), true);
+#define TS_BINARY(e, name, kind)                                \
+  add(table, name, binary_partials(BinaryOp::e, false, false)); \
+  add(table, std::string(name) + "_", binary_partials(BinaryOp::e, false, false), true);
   TS_FOR_EACH_BINARY_OP(TS_BINARY)
 #undef TS_BINARY
+  // The Scalar forms runtime/ops.h has: op(tensor, scalar), op(scalar, tensor), tensor op= scalar.
+  for (BinaryOp op :
+       {BinaryOp::kAdd, BinaryOp::kSub, BinaryOp::kMul, BinaryOp::kDiv, BinaryOp::kPow,
+        BinaryOp::kEq, BinaryOp::kNe, BinaryOp::kLt, BinaryOp::kLe, BinaryOp::kGt, BinaryOp::kGe}) {
+    add(table, std::string(op_name(op)) + ".scalar", binary_partials(op, true, false));
+  }
+  for (BinaryOp op : {BinaryOp::kAdd, BinaryOp::kSub, BinaryOp::kMul, BinaryOp::kDiv}) {
+    add(table, std::string(op_name(op)) + ".rscalar", binary_partials(op, true, true));
+    add(table, std::string(op_name(op)) + "_.scalar", binary_partials(op, true, false), true);
+  }
   add(table, "where", where_values);
   add(table, "clamp", monotone);
   add(table, "to", cast);

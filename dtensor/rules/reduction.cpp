@@ -1,7 +1,7 @@
 // Rules of reductions. A dim that is not reduced keeps its shard (renumbered when dims drop). A
-// reduced sharded dim leaves each rank a partial result: sum -> P(sum), mean -> P(avg), amax ->
-// P(max), amin -> P(min); mean, amax and amin only when the dim splits evenly over the mesh
-// (equal shards average exactly; no shard is empty, which amax/amin cannot reduce). Other
+// reduced sharded dim leaves each rank a partial result: sum -> P(sum), amax -> P(max), amin ->
+// P(min); amax and amin only when the dim splits evenly over the mesh (no shard is empty, which
+// they cannot reduce). mean of a DTensor is sum / count (runtime/ops/reduction.cpp). Other
 // reductions (prod, var, norm, arg*, max/min with a dim) need the reduced dims whole.
 
 #include <algorithm>
@@ -63,7 +63,6 @@ std::vector<Shape> reduced_shapes(const ShardingCall& call, size_t outputs) {
 // The Partial a reduced sharded dim leaves (and the Partial input the reduction keeps).
 std::optional<ReduceOp> partial_of(const std::string& op) {
   if (op == "sum") return ReduceOp::Sum;
-  if (op == "mean") return ReduceOp::Avg;
   if (op == "amax") return ReduceOp::Max;
   if (op == "amin") return ReduceOp::Min;
   return std::nullopt;
@@ -110,8 +109,8 @@ ShardingRuleFn reduction_rule(size_t outputs) {
 void add_reduction_rules(RuleTable& table) {
   const auto one = [](const ShardingCall& c) { return reduced_shapes(c, 1); };
   const auto two = [](const ShardingCall& c) { return reduced_shapes(c, 2); };
-  for (const char* op : {"sum", "prod", "mean", "amax", "amin", "var", "norm", "argmax.dim",
-                         "argmin.dim", "argmax.flat", "argmin.flat"}) {
+  for (const char* op : {"sum", "prod", "amax", "amin", "var", "norm", "argmax.dim", "argmin.dim",
+                         "argmax.flat", "argmin.flat"}) {
     table[op] = OpRule{reduction_rule(1), one, "", false};
   }
   for (const char* op : {"max.dim", "min.dim"})

@@ -11,6 +11,12 @@ const RuleTable& builtin_rules() {
     add_view_rules(t);
     add_concat_rules(t);
     add_nn_rules(t);
+    for (const auto& [name, rule] : t) {
+      TS_INTERNAL_ASSERT((rule.strategies == nullptr) == !rule.replicate_only_reason.empty() &&
+                             (rule.strategies == nullptr) == (rule.output_shapes == nullptr),
+                         "sharding rule table: '", name,
+                         "' must have strategies and shapes, or be replicate-only with a reason");
+    }
     return t;
   }();
   return table;

@@ -175,8 +175,13 @@ Tensor prod(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   if (any_distributed(a)) {
-    return distributed_reduction("mean", a, dims, keepdim,
-                                 [=](const Tensor& l) { return mean(l, dims, keepdim); });
+    // The sum over the count: a sharded reduced dim gives Partial(sum), exact and differentiable
+    // (Partial(avg) would need equal shards, and its gradient is not the local tape's).
+    const std::vector<int64_t> d = reduction_dims("mean", a, dims);
+    check_floating("mean", a);
+    int64_t count = 1;
+    for (int64_t dim : d) count *= a.size(dim);
+    return sum(a, d, keepdim) / static_cast<double>(count);
   }
   if (any_requires_grad(a)) return grad_hooks<ReductionGradHooks>().mean(a, dims, keepdim);
   const std::vector<int64_t> d = reduction_dims("mean", a, dims);

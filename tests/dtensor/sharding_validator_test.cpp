@@ -1,0 +1,222 @@
+// The strategy validator (as torch 2.15's strategy_validation): every entry of the op table
+// (tests/dtensor/op_cases.h) on meshes 4, 2x2 and 2x3, for input placements drawn from every
+// list of R, S(d), P(sum/avg/max) and StridedShard per mesh dim, on uneven shapes, with
+// lopsided Partial inputs (each rank's part differs; only their reduction is the value, so a
+// wrong linearity claim cannot pass by luck). The DTensor result's full tensor must equal the
+// op on the plain full inputs, and the gradients of the DTensor inputs the plain gradients.
+// The references come from the plain runtime only.
+
+#include <fmt/format.h>
+
+#include "tests/dtensor/op_cases.h"
+#include "tests/dtensor/placement_cases.h"
+
+namespace tessera::dtensor_test {
+namespace {
+
+#ifdef TESSERA_TEST_UNDER_SANITIZER
+constexpr int64_t kMaxCombinations = 6;
+#else
+constexpr int64_t kMaxCombinations = 40;
+#endif
+
+Tensor make_input(const InputSpec& in, uint64_t seed) {
+  Generator gen(seed);
+  const Tensor ints = randint(-20, 21, in.shape, kInt64, &gen).to(kFloat64);
+  switch (in.kind) {
+    case InputKind::kValue:
+      return ints;
+    case InputKind::kSmall:
+      return ints / 10;
+    case InputKind::kPositive:
+      return abs(ints) + 1;
+    case InputKind::kBool:
+      return ints > 0;
+    case InputKind::kIndex:
+      return randint(0, 3, in.shape, kInt64, &gen);
+  }
+  return ints;
+}
+
+// "add_", "fill_", "mul_.scalar": the op writes its first input.
+bool writes_in_place(const OpCase& c) {
+  return c.op.back() == '_' || c.op.find("_.") != std::string::npos;
+}
+
+bool floating(InputKind k) { return k != InputKind::kBool && k != InputKind::kIndex; }
+
+std::vector<Placements> lists_for(const InputSpec& in, int64_t mesh_ndim) {
+  std::vector<Placements> lists =
+      all_placement_lists(mesh_ndim, static_cast<int64_t>(in.shape.size()), /*strided=*/true);
+  if (!floating(in.kind)) std::erase_if(lists, has_partial);
+  return lists;
+}
+
+bool same_values(const Tensor& got, const Tensor& want) {
+  if (got.sizes() != want.sizes() || got.dtype() != want.dtype()) return false;
+  if (!is_floating_point(want.dtype())) return equal(got, want);
+  return allclose(got.to(kFloat64), want.to(kFloat64), 1e-9, 1e-9, true);
+}
+
+std::string describe(const std::vector<Placements>& ps) {
+  std::string s;
+  for (const Placements& p : ps) s += (s.empty() ? "" : ", ") + to_string(p);
+  return s;
+}
+
+struct Reference {
+  Tensor out;
+  std::vector<Tensor> grads;
+};
+
+Reference reference(const OpCase& c, const std::vector<Tensor>& full, const Tensor& weight) {
+  std::vector<Tensor> leaves;
+  for (size_t i = 0; i < full.size(); ++i) {
+    Tensor t = full[i].clone();
+    if (c.grad && floating(c.inputs[i].kind)) t.requires_grad_();
+    leaves.push_back(t);
+  }
+  Reference r;
+  r.out = c.fn(leaves);
+  if (c.grad && is_floating_point(r.out.dtype())) {
+    sum(r.out.to(kFloat64) * weight).backward();
+    for (const Tensor& l : leaves) r.grads.push_back(l.requires_grad() ? l.grad() : Tensor());
+  }
+  return r;
+}
+
+// One placement combination: the failures it shows (empty when the DTensor path is right).
+std::vector<std::string> check_one(const OpCase& c, const DeviceMesh& mesh,
+                                   const std::vector<Tensor>& full,
+                                   const std::vector<Placements>& ps, const Reference& ref,
+                                   const Tensor& weight) {
+  const std::string what =
+      fmt::format("{} on mesh {} with inputs [{}]: ", c.op, mesh.shape(), describe(ps));
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < full.size(); ++i) {
+    const Shape& shape = c.inputs[i].shape;
+    DTensor d = DTensor::from_local(make_local(full[i], mesh, ps[i]), mesh, ps[i],
+                                    {.shape = shape, .stride = contiguous_strides(shape)});
+    if (c.grad && floating(c.inputs[i].kind)) d.requires_grad_();
+    inputs.push_back(d);
+  }
+  const Tensor out = c.fn(inputs);
+  if (!out.is_distributed()) return {what + "the result is not a DTensor"};
+  const Tensor whole = out.full_tensor();
+  if (!same_values(whole, ref.out)) {
+    return {fmt::format("{}result {} ({}) differs from the plain op's:\n{}\nwant\n{}", what,
+                        to_string(DTensor(out).placements()), whole.dtype(), whole, ref.out)};
+  }
+  if (ref.grads.empty()) return {};
+  const DTensor w = distribute_tensor(weight, mesh);
+  sum(out.to(kFloat64) * w).backward();
+  std::vector<std::string> f;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!ref.grads[i].defined()) continue;
+    const Tensor g = inputs[i].grad();
+    if (!g.defined()) {
+      f.push_back(fmt::format("{}input {} got no gradient", what, i));
+    } else if (!g.is_distributed()) {
+      f.push_back(fmt::format("{}the gradient of input {} is not a DTensor", what, i));
+    } else if (const Tensor gw = g.full_tensor(); !same_values(gw, ref.grads[i])) {
+      f.push_back(fmt::format("{}gradient of input {} ({}) differs:\n{}\nwant\n{}", what, i,
+                              to_string(DTensor(g).placements()), gw, ref.grads[i]));
+    }
+  }
+  return f;
+}
+
+// Every combination of the inputs' placement lists when there are at most kMaxCombinations,
+// else an evenly strided sample of them (every list of each input still appears when the
+// stride allows).
+std::vector<std::vector<Placements>> combinations(const OpCase& c, int64_t mesh_ndim) {
+  std::vector<std::vector<Placements>> lists;
+  int64_t total = 1;
+  for (const InputSpec& in : c.inputs) {
+    lists.push_back(lists_for(in, mesh_ndim));
+    total *= static_cast<int64_t>(lists.back().size());
+  }
+  int64_t step = std::max<int64_t>(1, total / kMaxCombinations);
+  if (step > 1 && step % 2 == 0) ++step;  // odd: walks every input's lists, not a sublattice
+  std::vector<std::vector<Placements>> out;
+  for (int64_t k = 0; k < total; k += step) {
+    std::vector<Placements> pick;
+    int64_t rest = k;
+    for (const auto& l : lists) {
+      pick.push_back(l[static_cast<size_t>(rest % static_cast<int64_t>(l.size()))]);
+      rest /= static_cast<int64_t>(l.size());
+    }
+    out.push_back(std::move(pick));
+  }
+  return out;
+}
+
+void validate(const std::string& family) {
+  const std::vector<OpCase> cases = op_cases();
+  int64_t checked = 0;
+  int64_t refusals = 0;
+  for (const Shape& mesh_shape : std::vector<Shape>{{4}, {2, 2}, {2, 3}}) {
+    on_mesh(mesh_shape, [&](const DeviceMesh& mesh) {
+      std::vector<std::string> failures;
+      int64_t n = 0;
+      int64_t refused = 0;
+      uint64_t seed = 11;
+      for (const OpCase& c : cases) {
+        if (c.family != family) continue;
+        std::vector<Tensor> full;
+        for (const InputSpec& in : c.inputs) full.push_back(make_input(in, seed++));
+        Reference ref;
+        Tensor weight;
+        {
+          const Tensor probe = c.fn(full);
+          Generator gen(seed++);
+          weight = randint(-3, 4, probe.sizes(), kInt64, &gen).to(kFloat64);
+          ref = reference(c, full, weight);
+        }
+        int64_t case_failures = 0;
+        for (const auto& ps : combinations(c, mesh.ndim())) {
+          ++n;
+          std::vector<std::string> f;
+          try {
+            f = check_one(c, mesh, full, ps, ref, weight);
+          } catch (const Error& e) {
+            // An in-place op keeps the written tensor's placements: on a Partial one, ops that
+            // are not linear in it (x += 1 on P(sum), maximum_ on P(avg)) must refuse, as torch.
+            if (writes_in_place(c) && has_partial(ps[0]) &&
+                std::string(e.what()).find("in place") != std::string::npos) {
+              ++refused;
+              continue;
+            }
+            f.push_back(fmt::format("{} on mesh {} with inputs [{}] threw: {}", c.op, mesh.shape(),
+                                    describe(ps), e.what()));
+          }
+          case_failures += static_cast<int64_t>(!f.empty());
+          failures.insert(failures.end(), f.begin(), f.end());
+          if (case_failures >= 3) break;  // enough to see the pattern
+        }
+      }
+      if (mesh.get_coordinate()->back() == 0 && (*mesh.get_coordinate())[0] == 0) {
+        checked += n;
+        refusals += refused;
+      }
+      return failures;
+    });
+  }
+  const bool sampled = kMaxCombinations < 10;
+  WARN(family << ": " << checked << " placement combinations checked, of which " << refusals
+              << " in-place ops on Partial inputs refused as expected"
+              << (sampled ? " (sampled under sanitizers: at most 6 per op entry and mesh)" : ""));
+  CHECK(checked > 0);
+}
+
+}  // namespace
+
+TEST_CASE("strategy validator: pointwise ops", "[dtensor][ops][validator]") {
+  validate("pointwise");
+}
+TEST_CASE("strategy validator: reductions", "[dtensor][ops][validator]") { validate("reduction"); }
+TEST_CASE("strategy validator: matmul", "[dtensor][ops][validator]") { validate("matmul"); }
+TEST_CASE("strategy validator: views and joins", "[dtensor][ops][validator]") { validate("view"); }
+TEST_CASE("strategy validator: nn functions", "[dtensor][ops][validator]") { validate("nn"); }
+
+}  // namespace tessera::dtensor_test
