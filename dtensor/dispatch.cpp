@@ -271,6 +271,7 @@ std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& 
       best = cost;
       choice->inputs = cand_in;
       choice->outputs = cand_out;
+      if (best == 0.0) break;  // nothing is cheaper, and ties go to the first found
     }
     size_t m = mesh_ndim;
     while (m > 0 && ++pick[m - 1] == per_dim[m - 1].size()) pick[--m] = 0;

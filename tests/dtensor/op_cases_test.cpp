@@ -91,6 +91,13 @@ void add_pointwise(std::vector<OpCase>& c) {
       {"maximum", f, {v(kMat), v(kMat)}, [](const In& x) { return maximum(x[0], x[1] + 0.25); }});
   c.push_back(
       {"minimum", f, {v(kMat), v(kMat)}, [](const In& x) { return minimum(x[0], x[1] + 0.25); }});
+  for (BinaryOp op : {BinaryOp::kMaximum, BinaryOp::kMinimum}) {
+    c.push_back({std::string(op_name(op)) + "_", f, {v(kMat), v(kRow)}, [op](const In& x) {
+                   Tensor self = x[0].clone();
+                   binary_op_(op, self, x[1] + 0.25);
+                   return self;
+                 }});
+  }
   c.push_back({"add", f, {v(kMat), v(kMat)}, [](const In& x) { return add(x[0], x[1], 2.5); }});
   c.push_back({"add", f, {v(kMat), v(kMat)}, [](const In& x) { return add(x[0], x[1], -2); }});
   c.push_back({"sub", f, {v(kMat), v(kRow)}, [](const In& x) { return sub(x[0], x[1], 3); }});
@@ -164,10 +171,12 @@ void add_reductions(std::vector<OpCase>& c) {
     // mean of a DTensor is sum / count.
     c.push_back({"sum", f, {v(s)}, [](const In& x) { return mean(x[0]); }});
     c.push_back({"sum", f, {v(s)}, [](const In& x) { return mean(x[0], {0}); }});
-    c.push_back({"amax", f, {v(s)}, [](const In& x) { return amax(x[0], {0}); }, false});
-    c.push_back({"amin", f, {v(s)}, [](const In& x) { return amin(x[0], {1}, true); }, false});
-    c.push_back({"amax", f, {v(s)}, [](const In& x) { return max(x[0]); }, false});
-    c.push_back({"amin", f, {v(s)}, [](const In& x) { return min(x[0]); }, false});
+    // Ties (integer inputs) split the gradient evenly; while recording, a sharded reduced dim is
+    // gathered first (Note [Partial outputs under autograd]), so the split is the same.
+    c.push_back({"amax", f, {v(s)}, [](const In& x) { return amax(x[0], {0}); }});
+    c.push_back({"amin", f, {v(s)}, [](const In& x) { return amin(x[0], {1}, true); }});
+    c.push_back({"amax", f, {v(s)}, [](const In& x) { return max(x[0]); }});
+    c.push_back({"amin", f, {v(s)}, [](const In& x) { return min(x[0]); }});
   }
   c.push_back({"sum", f, {v(kMat)}, [](const In& x) { return sum(x[0], {0}, false, kFloat32); }});
   c.push_back({"prod", f, {small(kMat)}, [](const In& x) { return prod(x[0], {1}); }});
@@ -180,10 +189,10 @@ void add_reductions(std::vector<OpCase>& c) {
   };
   c.push_back(
       {"amax", f, {v(kMat)}, [distinct](const In& x) { return amax(distinct(x[0]), {0}); }});
-  c.push_back({"max.dim", f, {v(kMat)}, [](const In& x) { return max(x[0], 1).first; }, false});
+  c.push_back({"max.dim", f, {v(kMat)}, [](const In& x) { return max(x[0], 1).first; }});
   c.push_back(
       {"max.dim", f, {v(kMat)}, [](const In& x) { return max(x[0], 0, true).second; }, false});
-  c.push_back({"min.dim", f, {v(kMat)}, [](const In& x) { return min(x[0], 1).first; }, false});
+  c.push_back({"min.dim", f, {v(kMat)}, [](const In& x) { return min(x[0], 1).first; }});
   c.push_back({"argmax.dim", f, {v(kMat)}, [](const In& x) { return argmax(x[0], 1); }, false});
   c.push_back({"argmin.dim", f, {v(kMat)}, [](const In& x) { return argmin(x[0], 0); }, false});
   c.push_back({"argmax.flat", f, {v(kMat)}, [](const In& x) { return argmax(x[0]); }, false});
@@ -271,14 +280,42 @@ std::vector<OpCase> op_cases() {
   return c;
 }
 
+// Ops without a gradient: comparisons, logical ops and indices. Every other op of the registry
+// must have an entry whose gradients the validator checks.
+bool not_differentiable(const std::string& op) {
+  std::string base = op;
+  for (const std::string suffix : {".scalar", ".rscalar", ".dim", ".flat"}) {
+    if (base.size() > suffix.size() &&
+        base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      base.resize(base.size() - suffix.size());
+    }
+  }
+  if (base.back() == '_') base.pop_back();
+  static const std::set<std::string> kNone{"eq",          "ne",     "lt",          "le",
+                                           "gt",          "ge",     "logical_and", "logical_or",
+                                           "logical_not", "argmax", "argmin"};
+  return kNone.count(base) == 1;
+}
+
 TEST_CASE("sharding registry: every op has a rule or a stated reason, and a test entry",
           "[dtensor][ops][coverage]") {
   std::set<std::string> covered;
-  for (const OpCase& c : op_cases()) covered.insert(c.op);
+  std::set<std::string> grad_checked;
+  for (const OpCase& c : op_cases()) {
+    covered.insert(c.op);
+    if (c.grad) grad_checked.insert(c.op);
+  }
   std::vector<std::string> missing_entry;
   std::vector<std::string> replicate_only;
   for (const std::string& op : sharding_op_names()) {
     if (covered.count(op) == 0) missing_entry.push_back(op);
+    if (covered.count(op) == 1 && grad_checked.count(op) == 0 && !not_differentiable(op)) {
+      FAIL_CHECK("no entry of " << op << " checks its gradient, and it is not marked "
+                                << "non-differentiable");
+    }
+    if (grad_checked.count(op) == 1 && not_differentiable(op)) {
+      FAIL_CHECK(op << " is marked non-differentiable but an entry checks its gradient");
+    }
     const std::string reason = replicate_only_reason(op);
     if (!reason.empty()) replicate_only.push_back(op + ": " + reason);
   }
