@@ -61,11 +61,15 @@ inline Tensor part_of(const Tensor& v, ReduceOp op, int64_t n, int64_t k, uint64
   Generator gen(seed);
   std::vector<Tensor> draws;
   for (int64_t i = 0; i < n; ++i) {
-    draws.push_back(randint(op == ReduceOp::Max ? 0 : -5, 6, v.sizes(), kInt64, &gen).to(kFloat64));
+    const bool extremum = op == ReduceOp::Max || op == ReduceOp::Min;
+    draws.push_back(randint(extremum ? 0 : -5, 6, v.sizes(), kInt64, &gen).to(kFloat64));
   }
-  if (op == ReduceOp::Max) {
+  if (op == ReduceOp::Max || op == ReduceOp::Min) {
+    // One rank holds v, the others values below (max) or above (min) it.
     const int64_t keeper = static_cast<int64_t>(seed % static_cast<uint64_t>(n));
-    return k == keeper ? v.clone() : v - draws[static_cast<size_t>(k)];
+    if (k == keeper) return v.clone();
+    return op == ReduceOp::Max ? v - draws[static_cast<size_t>(k)]
+                               : v + draws[static_cast<size_t>(k)];
   }
   Tensor others = zeros_like(v);
   for (int64_t i = 0; i + 1 < n; ++i) others = others + draws[static_cast<size_t>(i)];

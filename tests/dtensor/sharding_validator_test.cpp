@@ -1,6 +1,6 @@
 // The strategy validator (as torch 2.15's strategy_validation): every entry of the op table
 // (tests/dtensor/op_cases.h) on meshes 4, 2x2 and 2x3, for input placements drawn from every
-// list of R, S(d), P(sum/avg/max) and StridedShard per mesh dim, on uneven shapes, with
+// list of R, S(d), P(sum/avg/max/min) and StridedShard per mesh dim, on uneven shapes, with
 // lopsided Partial inputs (each rank's part differs; only their reduction is the value, so a
 // wrong linearity claim cannot pass by luck). The DTensor result's full tensor must equal the
 // op on the plain full inputs, and the gradients of the DTensor inputs the plain gradients.
@@ -48,7 +48,23 @@ bool floating(InputKind k) { return k != InputKind::kBool && k != InputKind::kIn
 std::vector<Placements> lists_for(const InputSpec& in, int64_t mesh_ndim) {
   std::vector<Placements> lists =
       all_placement_lists(mesh_ndim, static_cast<int64_t>(in.shape.size()), /*strided=*/true);
-  if (!floating(in.kind)) std::erase_if(lists, has_partial);
+  if (!floating(in.kind)) {
+    std::erase_if(lists, has_partial);
+    return lists;
+  }
+  // P(min) too: each list with P(max), with P(min) in its place.
+  const size_t n = lists.size();
+  for (size_t i = 0; i < n; ++i) {
+    Placements with_min = lists[i];
+    bool changed = false;
+    for (Placement& p : with_min) {
+      if (p.is_partial(ReduceOp::Max)) {
+        p = Partial(ReduceOp::Min);
+        changed = true;
+      }
+    }
+    if (changed) lists.push_back(std::move(with_min));
+  }
   return lists;
 }
 
