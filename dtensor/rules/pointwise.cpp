@@ -14,7 +14,8 @@
 //   where:   P(sum/avg) in both values with a Replicate condition
 //   casts, clone, copies: every Partial (floating to floating)
 // Anything else (exp of P(sum), P(sum) + Replicate, ...) is not exact: the rule offers no
-// Partial strategy, so the dispatcher reduces the input first.
+// Partial strategy, so the dispatcher reduces the input first. Under autograd only the P(sum)
+// outputs remain candidates (Note [Partial outputs under autograd] in dtensor/dispatch.cpp).
 
 #include <algorithm>
 #include <set>
