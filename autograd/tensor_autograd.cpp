@@ -64,11 +64,8 @@ Tensor& Tensor::mutable_grad() const {
 
 void Tensor::set_grad(const Tensor& grad) const {
   if (is_distributed()) {
-    TS_CHECK(
-        !grad.defined() || grad.is_distributed(), "[set_grad] the gradient of a DTensor must ",
-        "be a DTensor (of the same layout, Partial as Replicate), got a plain tensor of shape ",
-        grad.sizes());
-    local_of(*this).set_grad(grad.defined() ? local_of(grad) : Tensor());
+    local_of(*this).set_grad(
+        grad.defined() ? distributed_hooks().grad_local(grad, *this, "set_grad") : Tensor());
     return;
   }
   if (grad.defined()) {
@@ -86,7 +83,9 @@ void Tensor::backward(const Tensor& gradient, BackwardOptions options) const {
            "[backward] the tensor does not require grad and does not have a "
            "grad_fn (call requires_grad_() on the leaves you differentiate)");
   if (is_distributed()) {
-    distributed_hooks().backward(*this, gradient, options);
+    local_of(*this).backward(
+        gradient.defined() ? distributed_hooks().grad_local(gradient, *this, "backward") : Tensor(),
+        options);
     return;
   }
   autograd::backward({*this}, {gradient}, options);
@@ -112,7 +111,7 @@ void Tensor::register_hook(std::function<Tensor(const Tensor&)> fn) const {
     // The hook sees and returns DTensor gradients; the local tape carries local ones.
     local_of(*this).register_hook([fn = std::move(fn), like = *this](const Tensor& g) {
       const Tensor r = fn(as_distributed_grad(g, like));
-      return r.defined() ? local_of(r) : r;
+      return r.defined() ? distributed_hooks().grad_local(r, like, "register_hook") : r;
     });
     return;
   }

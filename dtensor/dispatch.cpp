@@ -403,19 +403,16 @@ Tensor wrap_like_hook(const Tensor& local, const Tensor& like, bool as_grad) {
   return make_distributed(local, std::move(spec));
 }
 
-void backward_hook(const Tensor& t, const Tensor& gradient, BackwardOptions options) {
-  const DTensor self(t);
-  const Tensor& local = ready_local(t);
-  if (!gradient.defined()) {
-    local.backward({}, options);
-    return;
-  }
-  TS_CHECK_SHAPE(gradient.sizes() == t.sizes(), "[backward] gradient of shape ", gradient.sizes(),
-                 " for a DTensor of shape ", t.sizes());
-  const DTensor g = gradient.is_distributed()
-                        ? DTensor(gradient)
-                        : distribute_tensor(gradient, self.device_mesh(), {}, std::nullopt);
-  local.backward(g.redistribute(normalize_for_grad(self.placements())).to_local(), options);
+Tensor grad_local_hook(const Tensor& grad, const Tensor& like, const char* op) {
+  const DTensor self(like);
+  TS_CHECK_SHAPE(grad.sizes() == like.sizes(), "[", op, "] gradient of shape ", grad.sizes(),
+                 " for a DTensor of shape ", like.sizes());
+  const DTensor g = grad.is_distributed()
+                        ? DTensor(grad)
+                        : distribute_tensor(grad, self.device_mesh(), {}, std::nullopt);
+  TS_CHECK(g.device_mesh() == self.device_mesh(), "[", op, "] gradient on mesh ", g.device_mesh(),
+           " for a DTensor on mesh ", self.device_mesh());
+  return g.redistribute(normalize_for_grad(self.placements())).to_local();
 }
 
 std::string describe_hook(const Tensor& t) {
@@ -432,7 +429,7 @@ void install_distributed_hooks(DistributedHooks& hooks) {
   hooks.full_tensor = dtensor::full_tensor_hook;
   hooks.local = dtensor::local_hook;
   hooks.wrap_like = dtensor::wrap_like_hook;
-  hooks.backward = dtensor::backward_hook;
+  hooks.grad_local = dtensor::grad_local_hook;
   hooks.describe = dtensor::describe_hook;
 }
 

@@ -60,9 +60,10 @@ struct DistributedHooks {
   // `local` as a distributed tensor with the spec of `like`, Partial placements replaced by
   // Replicate when `as_grad` (the layout of gradients).
   Tensor (*wrap_like)(const Tensor& local, const Tensor& like, bool as_grad) = nullptr;
-  // Tensor::backward of a DTensor: `gradient` (a DTensor, or undefined for a one-element
-  // tensor) is laid out as the DTensor's gradient, then its local tensor's backward runs.
-  void (*backward)(const Tensor& t, const Tensor& gradient, BackwardOptions options) = nullptr;
+  // The local tensor of `grad` (a DTensor, or a plain tensor taken as Replicate) laid out as the
+  // gradient of the DTensor `like` (its placements, Partial -> Replicate; redistributed when
+  // needed). Errors: another shape or mesh.
+  Tensor (*grad_local)(const Tensor& grad, const Tensor& like, const char* op) = nullptr;
   // A one-line description (shape, dtype, placements, mesh, local shape) for printing.
   std::string (*describe)(const Tensor& t) = nullptr;
 };
