@@ -108,8 +108,11 @@ void Tensor::register_hook(std::function<Tensor(const Tensor&)> fn) const {
   TS_CHECK(requires_grad(),
            "[register_hook] cannot register a hook on a tensor that doesn't require gradient");
   if (is_distributed()) {
-    // The hook sees and returns DTensor gradients; the local tape carries local ones.
-    local_of(*this).register_hook([fn = std::move(fn), like = *this](const Tensor& g) {
+    // The hook sees and returns DTensor gradients; the local tape carries local ones. It keeps
+    // the layout through a detached twin: holding this DTensor itself would make a cycle (its
+    // local tensor's autograd state owns the hook).
+    const Tensor like = distributed_hooks().wrap_like(local_of(*this).detach(), *this, false);
+    local_of(*this).register_hook([fn = std::move(fn), like](const Tensor& g) {
       const Tensor r = fn(as_distributed_grad(g, like));
       return r.defined() ? distributed_hooks().grad_local(r, like, "register_hook") : r;
     });
