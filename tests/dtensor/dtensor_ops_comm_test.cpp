@@ -8,19 +8,12 @@
 #include <map>
 #include <sstream>
 
-#include "tests/dtensor/dtensor_test_util.h"
+#include "tests/dtensor/dtensor_ops_expect.h"
 
 namespace tessera::dtensor_test {
 namespace {
 
 using Counts = std::map<std::string, int64_t>;
-using Failures = std::vector<std::string>;
-
-// The same small integers (as float64) on every rank: randint from a generator of `seed`.
-Tensor ints(const Shape& shape, uint64_t seed) {
-  Generator gen(seed);
-  return randint(-5, 6, shape, kInt64, &gen).to(kFloat64);
-}
 
 std::string describe(const Counts& counts) {
   std::ostringstream os;
@@ -40,23 +33,6 @@ void expect_counts(Failures& f, const std::string& what, const debug::CommDebugM
   if (got != expected) {
     f.push_back(what + ": collectives " + describe(got) + ", expected " + describe(expected) +
                 "\n" + mode.tracing_table());
-  }
-}
-
-void expect_placements(Failures& f, const std::string& what, const DTensor& t,
-                       const Placements& expected) {
-  if (t.placements() != expected) {
-    f.push_back(what + ": placements " + to_string(t.placements()) + ", expected " +
-                to_string(expected));
-  }
-}
-
-void expect_equal(Failures& f, const std::string& what, const Tensor& got, const Tensor& expected) {
-  if (!equal(got, expected)) {
-    std::ostringstream os;
-    os << what << ": result differs from the single-device op\n got " << got << "\n expected "
-       << expected;
-    f.push_back(os.str());
   }
 }
 

@@ -6,17 +6,10 @@
 #include <catch2/catch.hpp>
 #include <sstream>
 
-#include "tests/dtensor/dtensor_test_util.h"
+#include "tests/dtensor/dtensor_ops_expect.h"
 
 namespace tessera::dtensor_test {
 namespace {
-
-using Failures = std::vector<std::string>;
-
-Tensor ints(const Shape& shape, uint64_t seed) {
-  Generator gen(seed);
-  return randint(-5, 6, shape, kInt64, &gen).to(kFloat64);
-}
 
 // Runs fn, expecting a tessera::Error whose message contains every needle.
 void expect_error(Failures& f, const std::string& what, const std::function<void()>& fn,
@@ -46,23 +39,6 @@ bool expect_ok(Failures& f, const std::string& what, const std::function<void()>
   } catch (const std::exception& e) {
     f.push_back(what + ": unexpected error: " + e.what());
     return false;
-  }
-}
-
-void expect_placements(Failures& f, const std::string& what, const DTensor& t,
-                       const Placements& expected) {
-  if (t.placements() != expected) {
-    f.push_back(what + ": placements " + to_string(t.placements()) + ", expected " +
-                to_string(expected));
-  }
-}
-
-void expect_equal(Failures& f, const std::string& what, const Tensor& got, const Tensor& expected) {
-  if (!equal(got, expected)) {
-    std::ostringstream os;
-    os << what << ": result differs from the single-device op\n got " << got << "\n expected "
-       << expected;
-    f.push_back(os.str());
   }
 }
 

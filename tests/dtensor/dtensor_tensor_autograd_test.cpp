@@ -1,24 +1,15 @@
 // Tensor's autograd methods on DTensors (a DTensor's autograd state is its local tensor's):
 // backward with a gradient of another layout, set_grad, register_hook, detach, is_leaf.
 
-#include "tests/dtensor/dtensor_test_util.h"
+#include "tests/dtensor/dtensor_ops_expect.h"
 
 namespace tessera::dtensor_test {
-namespace {
-
-Tensor values(const Shape& shape, uint64_t seed) {
-  Generator gen(seed);
-  return randint(-5, 6, shape, kInt64, &gen).to(kFloat64);
-}
-
-}  // namespace
-
 TEST_CASE("DTensor autograd: backward, set_grad, hooks and detach through Tensor's methods",
           "[dtensor][ops][autograd]") {
   on_mesh({4}, [](const DeviceMesh& mesh) {
     std::vector<std::string> f;
-    const Tensor a = values({8, 6}, 1);
-    const Tensor g = values({8, 6}, 2);
+    const Tensor a = ints({8, 6}, 1);
+    const Tensor g = ints({8, 6}, 2);
     const auto expect = [&](bool ok, const std::string& what) {
       if (!ok) f.push_back(what);
     };
@@ -44,7 +35,7 @@ TEST_CASE("DTensor autograd: backward, set_grad, hooks and detach through Tensor
     p.set_grad(Tensor());
     expect(!p.grad().defined(), "set_grad(undefined) clears the gradient");
     try {
-      p.set_grad(values({3}, 4));
+      p.set_grad(ints({3}, 4));
       f.push_back("set_grad of a wrong shape did not raise");
     } catch (const Error& e) {
       expect(std::string(e.what()).find("[set_grad] gradient of shape [3]") != std::string::npos,
