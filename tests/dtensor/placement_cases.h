@@ -102,11 +102,13 @@ inline bool has_strided(const Placements& ps) {
   return std::any_of(ps.begin(), ps.end(), [](const Placement& p) { return p.is_strided_shard(); });
 }
 
-// Which ordered pairs check_all_pairs runs: every pair without a StridedShard, and every
-// `strided_stride`-th pair with one (in a fixed order that walks sources and targets alike).
+// Which ordered pairs check_all_pairs runs: every `plain_stride`-th pair without a StridedShard
+// (all of them by default), and every `strided_stride`-th pair with one (in a fixed order that
+// walks sources and targets alike).
 struct PairDraw {
   bool strided = false;
   int64_t strided_stride = 1;
+  int64_t plain_stride = 1;
 };
 
 // Counts of the pairs run, for the test's message.
@@ -124,6 +126,7 @@ inline std::vector<std::string> check_all_pairs(const DeviceMesh& mesh,
   std::vector<std::string> failures;
   const std::vector<int64_t> coord = *mesh.get_coordinate();
   int64_t strided_seen = 0;
+  int64_t plain_seen = 0;
   for (const Shape& shape : shapes) {
     const Tensor ref = reference(shape);
     const auto lists =
@@ -134,9 +137,10 @@ inline std::vector<std::string> check_all_pairs(const DeviceMesh& mesh,
                                              {.shape = shape, .stride = contiguous_strides(shape)});
       for (const Placements& dst : lists) {
         const bool strided = has_strided(src) || has_strided(dst);
-        // A stride prime to the list count (7, 10 or 13 options per mesh dim) spreads the drawn
-        // pairs over every source and every target.
+        // A stride prime to the list count (5 to 7 plain options per mesh dim, 7 to 13 with the
+        // StridedShards) spreads the drawn pairs over every source and every target.
         if (strided && strided_seen++ % draw.strided_stride != 0) continue;
+        if (!strided && plain_seen++ % draw.plain_stride != 0) continue;
         std::string what =
             "shape " + fmt::format("{}", shape) + " " + to_string(src) + " -> " + to_string(dst);
         try {
