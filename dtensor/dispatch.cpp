@@ -9,9 +9,12 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "dtensor/cross_entropy.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/dtensor_functions.h"
 #include "dtensor/dtensor_meta.h"
+#include "dtensor/local_layout.h"
+#include "dtensor/loss_parallel.h"
 #include "dtensor/redistribute/cost_model.h"
 #include "dtensor/redistribute/plan.h"
 #include "dtensor/rules/rule_table.h"
@@ -139,6 +142,10 @@ struct Choice {
   std::vector<Shape> output_shapes;  // empty for replicate-only ops (the local results' shapes)
   std::vector<Shape> local_output_shapes;
   std::vector<SpecPtr> output_specs;  // filled on the first run (the dtype is the local op's)
+  // The global specs the local op runs with (LocalCall::layout): inputs with their chosen
+  // placements (empty placements for an absent input), outputs as the rule gives them.
+  std::vector<DTensorSpec> run_inputs;
+  std::vector<DTensorSpec> run_outputs;
   bool in_place = false;
 };
 
@@ -200,6 +207,18 @@ bool differentiable_partials(const Placements& ps) {
   return true;
 }
 
+void set_run_specs(Choice& choice, const Inputs& in) {
+  for (size_t i = 0; i < in.specs.size(); ++i) {
+    if (in.specs[i] == nullptr) {
+      choice.run_inputs.push_back(DTensorSpec{in.mesh, {}, {}, {}, kFloat32});
+      continue;
+    }
+    DTensorSpec s = *in.specs[i];
+    s.placements = choice.inputs[i];
+    choice.run_inputs.push_back(std::move(s));
+  }
+}
+
 std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& attrs,
                                bool recording) {
   const OpRule& builtin = builtin_rule(op);
@@ -219,6 +238,7 @@ std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& 
   if (rule == nullptr) {  // replicate-only
     for (size_t i = 0; i < n; ++i) choice->inputs.push_back(in.specs[i] ? all_r : Placements{});
     choice->grad_sum_dims.resize(n);
+    set_run_specs(*choice, in);
     return choice;
   }
   TS_INTERNAL_ASSERT(builtin.output_shapes != nullptr, "'", op, "' has a rule but no shapes");
@@ -305,7 +325,9 @@ std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& 
     DTensorSpec s{in.mesh, choice->outputs[o], choice->output_shapes[o],
                   contiguous_strides(choice->output_shapes[o]), kFloat32};
     choice->local_output_shapes.push_back(s.local_shape());
+    choice->run_outputs.push_back(std::move(s));
   }
+  set_run_specs(*choice, in);
   return choice;
 }
 
@@ -339,6 +361,11 @@ std::shared_ptr<Choice> cached_choice(const char* op, const Inputs& in, const Op
 
 std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
                              const OpAttrs& attrs, const LocalOp& local) {
+  if (std::strcmp(op, "cross_entropy") == 0) {
+    if (LossParallelGuard::active()) return loss_parallel_cross_entropy(tensors, attrs);
+    if (reduced_cross_entropy_applies(tensors, attrs))
+      return {reduced_cross_entropy(tensors, attrs)};
+  }
   Inputs in = gather_inputs(op, tensors);
   bool recording = false;
   if (is_grad_enabled()) {
@@ -359,7 +386,8 @@ std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
       l = sum_grad_over(l, spec, choice->grad_sum_dims[i]);
     }
   }
-  std::vector<Tensor> out = local(LocalCall{in.locals, choice->local_output_shapes});
+  const CallLayout layout(op, in.mesh, choice->run_inputs, choice->run_outputs);
+  std::vector<Tensor> out = local(LocalCall{in.locals, choice->local_output_shapes, layout});
   if (choice->in_place) return {tensors[0]};
   const bool replicate_only = choice->output_shapes.empty();
   if (!replicate_only) {

@@ -1,10 +1,11 @@
 #include "dtensor/factories.h"
 
-#include <functional>
 #include <memory>
 
+#include "dtensor/local_layout.h"
 #include "dtensor/redistribute/runs.h"
 #include "runtime/ops.h"
+#include "runtime/ops/random_runs.h"
 
 namespace tessera::dtensor {
 
@@ -40,55 +41,16 @@ DTensor finish(Tensor local, std::shared_ptr<DTensorSpec> spec, bool requires_gr
   return DTensor(std::move(local), std::move(spec));
 }
 
-// Calls f(global_flat_index, length, local_flat_index) for every run of consecutive global
-// elements (row-major) the rank holds, in local order.
-void for_each_segment(const Shape& shape, const std::vector<std::vector<Run>>& runs,
-                      const std::function<void(int64_t, int64_t, int64_t)>& f) {
-  const Shape strides = contiguous_strides(shape);
-  const size_t nd = shape.size();
-  if (nd == 0) {
-    f(0, 1, 0);
-    return;
-  }
-  int64_t local_index = 0;
-  // Depth-first over the runs of the leading dims; the last dim's runs are the segments.
-  std::function<void(size_t, int64_t)> walk = [&](size_t d, int64_t base) {
-    for (const Run& r : runs[d]) {
-      if (d + 1 == nd) {
-        if (r.size > 0) f(base + r.offset * strides[d], r.size, local_index);
-        local_index += r.size;
-        continue;
-      }
-      for (int64_t i = r.offset; i < r.offset + r.size; ++i) walk(d + 1, base + i * strides[d]);
-    }
-  };
-  walk(0, 0);
-}
-
-template <typename Fill>
 DTensor random_factory(const char* op, const Shape& shape, const FactoryOptions& options,
-                       Generator* gen, const Fill& fill) {
+                       Generator* gen, detail::RandomFill kind) {
   auto spec = spec_of(op, shape, options);
   TS_CHECK_DTYPE(is_floating_point(options.dtype), "[", op,
                  "] expects a floating-point dtype, got ", options.dtype);
-  Generator& g = gen != nullptr ? *gen : default_generator();
-  // Note [Philox counter layout]: float64 draws 2 elements per counter, narrower types 4.
-  const int64_t per_counter = options.dtype == kFloat64 ? 2 : 4;
-  const uint64_t base = g.offset();
-  const Shape local_shape = spec->local_shape();
-  Tensor local = Tensor::make_empty(local_shape, options.dtype, Device::cpu());
-  const Tensor flat = local.view({local.numel()});
-  for_each_segment(shape, spec->global_runs(spec->coordinate()),
-                   [&](int64_t global, int64_t length, int64_t at) {
-                     const int64_t skip = global % per_counter;
-                     Generator segment(g.seed());
-                     segment.set_offset(base + static_cast<uint64_t>(global / per_counter));
-                     const Tensor values = fill(Shape{skip + length}, options.dtype, &segment);
-                     flat.narrow(0, at, length).copy_(values.narrow(0, skip, length));
-                   });
-  // Every rank moves past the whole tensor, as the single-device fill would.
-  const int64_t n = shape.numel();
-  g.set_offset(base + static_cast<uint64_t>((n + per_counter - 1) / per_counter));
+  // Note [Random ops on distributed tensors] (runtime/ops/random.cpp): the rank draws only the
+  // counters of its elements.
+  Tensor local = Tensor::make_empty(spec->local_shape(), options.dtype, Device::cpu());
+  detail::fill_random_runs(local, kind, global_row_runs(*spec, spec->coordinate()), shape.numel(),
+                           gen);
   return finish(std::move(local), std::move(spec), options.requires_grad);
 }
 
@@ -120,15 +82,11 @@ DTensor full(const Shape& shape, const Scalar& value, const FactoryOptions& opti
 }
 
 DTensor rand(const Shape& shape, const FactoryOptions& options, Generator* gen) {
-  return random_factory(
-      "dtensor::rand", shape, options, gen,
-      [](const Shape& s, DType dtype, Generator* g) { return tessera::rand(s, dtype, g); });
+  return random_factory("dtensor::rand", shape, options, gen, detail::RandomFill::kUniform);
 }
 
 DTensor randn(const Shape& shape, const FactoryOptions& options, Generator* gen) {
-  return random_factory(
-      "dtensor::randn", shape, options, gen,
-      [](const Shape& s, DType dtype, Generator* g) { return tessera::randn(s, dtype, g); });
+  return random_factory("dtensor::randn", shape, options, gen, detail::RandomFill::kNormal);
 }
 
 DTensor linspace(double start, double end, int64_t steps, const FactoryOptions& options) {

@@ -41,11 +41,37 @@ struct OpAttrs {
   bool flag = false;
 };
 
+// Consecutive elements [start, start + length) of a global tensor in row-major order.
+struct GlobalRun {
+  int64_t start = 0;
+  int64_t length = 0;
+};
+
+// Where a call's local blocks sit in the global tensors, for the few local ops whose result
+// depends on it: random ops draw each element from its global index (Note [Random ops on
+// distributed tensors] in runtime/ops/random.cpp), a vocabulary-sharded embedding looks up only
+// the rows its rank holds.
+class LocalLayout {
+ public:
+  virtual ~LocalLayout() = default;
+  // Input i's local block covers [offset, offset + local size) of global dim `dim`; returns
+  // offset. Errors: a block that is not one range of that dim (a StridedShard of it).
+  virtual int64_t input_offset(size_t input, int64_t dim) const = 0;
+  // The runs of output o's global row-major order that its local block holds, in local order
+  // (adjacent runs merged; one run [0, numel) for a replicated output).
+  virtual std::vector<GlobalRun> output_runs(size_t output) const = 0;
+  // Input i's / output o's global shape.
+  virtual Shape input_shape(size_t input) const = 0;
+  virtual Shape output_shape(size_t output) const = 0;
+};
+
 // What the local lambda receives: the inputs' local tensors (undefined where the op's optional
-// input is absent) and the local shapes of the outputs the rule chose.
+// input is absent), the local shapes of the outputs the rule chose, and where those blocks sit
+// in the global tensors.
 struct LocalCall {
   const std::vector<Tensor>& in;
   const std::vector<Shape>& out_shapes;
+  const LocalLayout& layout;
 };
 using LocalOp = std::function<std::vector<Tensor>(const LocalCall&)>;
 

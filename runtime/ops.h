@@ -43,6 +43,10 @@ Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype = std::null
 
 Tensor rand(const Shape& sizes, TensorOptions options = {}, Generator* gen = nullptr);
 Tensor randn(const Shape& sizes, TensorOptions options = {}, Generator* gen = nullptr);
+// rand / randn of t's shape, dtype and device (a floating dtype). Of a DTensor: a DTensor of t's
+// placements (Partial ones Replicate) holding the values rand / randn give the global tensor.
+Tensor rand_like(const Tensor& t, Generator* gen = nullptr);
+Tensor randn_like(const Tensor& t, Generator* gen = nullptr);
 // Integers uniform in [low, high); int64 by default.
 Tensor randint(int64_t low, int64_t high, const Shape& sizes, TensorOptions options = kInt64,
                Generator* gen = nullptr);

@@ -17,6 +17,7 @@
 #include "dtensor/device_mesh.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/factories.h"
+#include "dtensor/loss_parallel.h"
 #include "dtensor/placement.h"
 #include "dtensor/sharding_rule.h"
 #include "runtime/allocator.h"

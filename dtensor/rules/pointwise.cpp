@@ -261,6 +261,12 @@ void add_pointwise_rules(RuleTable& table) {
   add(table, "fill_", filled, true);
   add(table, "empty_like", made_whole);
   add(table, "full_like", made_whole);
+  // Random ops draw by global index (Note [Random ops on distributed tensors]), so any Shard or
+  // StridedShard layout works as it is. dropout is not linear in its draws' sense: a Partial
+  // input is reduced first (the single-device op sees the whole value).
+  add(table, "rand_like", made_whole);
+  add(table, "randn_like", made_whole);
+  add(table, "dropout", nullptr);
 }
 
 }  // namespace tessera::dtensor

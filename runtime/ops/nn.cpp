@@ -213,16 +213,50 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num
 
 }  // namespace detail
 
+namespace {
+
+// The lookup of a rank holding rows [first, first + weight.size(0)) of a [num_rows, D] table
+// (vocabulary-sharded): indices outside its rows give zero rows, so the ranks' results sum to
+// the whole lookup exactly (a Partial(sum); PyTorch's _MaskPartial). Indices are checked against
+// the whole table, as the single-device op does.
+Tensor embedding_rows(const Tensor& weight, const Tensor& indices, int64_t first,
+                      int64_t num_rows) {
+  const char* op = "embedding";
+  TS_CHECK_DTYPE(indices.dtype() == kInt32 || indices.dtype() == kInt64, "[", op,
+                 "] expected indices of dtype int32 or int64, got ", indices.dtype());
+  if (indices.numel() > 0) {
+    const auto lo = amin(indices).to(kInt64).item<int64_t>();
+    const auto hi = amax(indices).to(kInt64).item<int64_t>();
+    TS_CHECK_INDEX(lo >= 0 && hi < num_rows, "[", op, "] index ", lo < 0 ? lo : hi,
+                   " is out of range for a weight of ", num_rows, " rows");
+  }
+  const int64_t rows = weight.size(0);
+  const Tensor mine = logical_and(indices >= first, indices < first + rows);
+  if (rows == 0) {
+    // No rows here: look up one appended zero row, which keeps this rank's autograd graph the
+    // same as the others' (their backward collectives need every rank).
+    const Tensor padded = cat({weight, zeros({1, weight.size(1)}, weight.options())});
+    return embedding(padded, zeros_like(indices));
+  }
+  const Tensor local = where(mine, sub(indices, first), zeros_like(indices));
+  const Tensor zero = zeros({}, weight.options());
+  return where(mine.unsqueeze(-1), embedding(weight, local), zero);
+}
+
+}  // namespace
+
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  TS_CHECK_SHAPE(weight.dim() == 2, "[embedding] expected a 2-D weight [num_embeddings, dim], got ",
+                 "shape ", weight.sizes());
   if (any_distributed(weight, indices)) {
     return distributed_op("embedding", {weight, indices}, {}, [](const LocalCall& c) {
-      return std::vector{embedding(c.in[0], c.in[1])};
+      const int64_t num_rows = c.layout.input_shape(0).at(0);
+      if (c.in[0].size(0) == num_rows) return std::vector{embedding(c.in[0], c.in[1])};
+      return std::vector{embedding_rows(c.in[0], c.in[1], c.layout.input_offset(0, 0), num_rows)};
     });
   }
   if (any_requires_grad(weight)) return grad_hooks<NnGradHooks>().embedding(weight, indices);
   const char* op = "embedding";
-  TS_CHECK_SHAPE(weight.dim() == 2, "[", op, "] expected a 2-D weight [num_embeddings, dim], got ",
-                 "shape ", weight.sizes());
   TS_CHECK_DTYPE(indices.dtype() == kInt32 || indices.dtype() == kInt64, "[", op,
                  "] expected indices of dtype int32 or int64, got ", indices.dtype());
   check_same_device(indices, weight, op, "indices");

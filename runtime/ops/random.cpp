@@ -1,8 +1,20 @@
-// Random factories (rand, randn, randint) and dropout: validate, reserve Philox counters from the
-// generator, and fill through the device's kernels. See Note [Philox counter layout] in
-// kernels/cpu/random.cpp for which counter feeds which element. The factories honour
-// options.requires_grad (a leaf; floating dtypes only); dropout of an input that requires grad
-// records through runtime/ops/nn_grad.h.
+// Random factories (rand, randn, randint, rand_like, randn_like) and dropout: validate, reserve
+// Philox counters from the generator, and fill through the device's kernels. See Note [Philox
+// counter layout] in kernels/cpu/random.cpp for which counter feeds which element. The factories
+// honour options.requires_grad (a leaf; floating dtypes only); dropout of an input that requires
+// grad records through runtime/ops/nn_grad.h.
+//
+// Note [Random ops on distributed tensors]
+// A random op on a DTensor gives, for any placements, the values the single-device op gives the
+// global tensor, bitwise, and advances the generator as that op does (PyTorch's offset-based
+// tracker does not: its values depend on the placements and the world size). Element i of a
+// fill takes counter offset + i / per_counter, so a rank draws only the counters of the elements
+// it holds: for each run of consecutive global indices in its block (LocalLayout::output_runs),
+// it fills from the run's first counter, starting up to per_counter - 1 elements early when the
+// run begins inside a counter (Box-Muller pairs and 64-bit words stay whole) and dropping those.
+// The work is the local block's, not the global tensor's. Every rank then moves the generator
+// past the global tensor's counters. dropout draws its keep-mask so (in the dtype its kernel
+// computes in) and multiplies: the single-device kernel's x * (keep ? scale : 0) exactly.
 
 #include <cmath>
 #include <limits>
@@ -13,6 +25,7 @@
 #include "runtime/ops.h"
 #include "runtime/ops/nn_grad.h"
 #include "runtime/ops/nn_internal.h"
+#include "runtime/ops/random_runs.h"
 
 namespace tessera {
 
@@ -95,6 +108,32 @@ Tensor randn(const Shape& sizes, TensorOptions options, Generator* gen) {
   return out;
 }
 
+namespace {
+
+Tensor random_like(const char* op, const Tensor& t, detail::RandomFill kind, Generator* gen) {
+  check_floating(op, t.dtype());
+  if (any_distributed(t)) {
+    return distributed_op(op, {t}, {}, [kind, gen](const LocalCall& c) {
+      Tensor out = Tensor::make_empty(c.out_shapes[0], c.in[0].dtype(), c.in[0].device());
+      detail::fill_random_runs(out, kind, c.layout.output_runs(0), c.layout.output_shape(0).numel(),
+                               gen);
+      return std::vector{out};
+    });
+  }
+  return kind == detail::RandomFill::kUniform ? rand(t.sizes(), t.options(), gen)
+                                              : randn(t.sizes(), t.options(), gen);
+}
+
+}  // namespace
+
+Tensor rand_like(const Tensor& t, Generator* gen) {
+  return random_like("rand_like", t, detail::RandomFill::kUniform, gen);
+}
+
+Tensor randn_like(const Tensor& t, Generator* gen) {
+  return random_like("randn_like", t, detail::RandomFill::kNormal, gen);
+}
+
 Tensor randint(int64_t low, int64_t high, const Shape& sizes, TensorOptions options,
                Generator* gen) {
   TS_CHECK(low < high, "[randint] expects low < high, got low=", low, " and high=", high);
@@ -119,8 +158,10 @@ Tensor dropout(const Tensor& a, double p, bool train, Generator* gen) {
   // The identity returns the input itself, as PyTorch: nothing to record.
   if (!train || p == 0.0) return a;
   if (any_distributed(a)) {
+    check_dropout_input(a);
     return distributed_op("dropout", {a}, {.reals = {p}}, [p, gen](const LocalCall& c) {
-      return std::vector{dropout(c.in[0], p, true, gen)};
+      return std::vector{detail::dropout_runs(c.in[0], p, c.layout.output_runs(0),
+                                              c.layout.output_shape(0).numel(), gen)};
     });
   }
   if (any_requires_grad(a)) return grad_hooks<NnGradHooks>().dropout(a, p, train, gen);
@@ -142,5 +183,78 @@ std::pair<Tensor, Tensor> detail::dropout_with_mask(const Tensor& a, double p, G
   k.dropout(mask, one.expand(a.sizes()), st, p);
   return {out, mask};
 }
+
+namespace detail {
+
+namespace {
+
+// Calls fill(block, state) for each run: `block` is the run's part of the contiguous `out`, or a
+// scratch tensor that starts up to per_counter - 1 elements earlier (at the run's first counter),
+// whose tail is then copied in. Moves the generator past the global tensor's counters.
+template <typename Fill>
+void for_each_run_block(const Tensor& out, const std::vector<GlobalRun>& runs, int64_t global_numel,
+                        int64_t per_counter, Generator* gen, const Fill& fill) {
+  Generator& g = gen != nullptr ? *gen : default_generator();
+  const uint64_t base = g.offset();
+  const Tensor flat = out.view({out.numel()});
+  Tensor scratch;
+  int64_t at = 0;
+  for (const GlobalRun& r : runs) {
+    const int64_t skip = r.start % per_counter;
+    const PhiloxState st{g.seed(), base + static_cast<uint64_t>(r.start / per_counter)};
+    Tensor dst = flat.narrow(0, at, r.length);
+    if (skip == 0) {
+      fill(dst, st);
+    } else {
+      if (!scratch.defined() || scratch.numel() < skip + r.length) {
+        scratch = Tensor::make_empty({skip + r.length}, out.dtype(), out.device());
+      }
+      const Tensor block = scratch.narrow(0, 0, skip + r.length);
+      fill(block, st);
+      dst.copy_(block.narrow(0, skip, r.length));
+    }
+    at += r.length;
+  }
+  TS_INTERNAL_ASSERT(at == out.numel(), "random runs cover ", at, " elements of a block of ",
+                     out.numel());
+  g.set_offset(base + static_cast<uint64_t>((global_numel + per_counter - 1) / per_counter));
+}
+
+}  // namespace
+
+void fill_random_runs(const Tensor& out, RandomFill kind, const std::vector<GlobalRun>& runs,
+                      int64_t global_numel, Generator* gen) {
+  TS_INTERNAL_ASSERT(out.is_contiguous(), "fill_random_runs needs a contiguous block");
+  const KernelTable& k = kernels_for(out, kind == RandomFill::kUniform ? "rand" : "randn");
+  for_each_run_block(out, runs, global_numel, values_per_counter(out.dtype()), gen,
+                     [&](const Tensor& block, PhiloxState st) {
+                       if (kind == RandomFill::kUniform) {
+                         k.uniform(block, st, 0.0, 1.0);
+                       } else {
+                         k.normal(block, st, 0.0, 1.0);
+                       }
+                     });
+}
+
+Tensor dropout_runs(const Tensor& local, double p, const std::vector<GlobalRun>& runs,
+                    int64_t global_numel, Generator* gen) {
+  check_dropout_input(local);
+  // The dtype the dropout kernel computes in: the mask holds exactly its 0 and 1 / (1 - p).
+  const DType compute = local.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  Tensor mask = Tensor::make_empty(local.sizes(), compute, local.device());
+  if (p >= 1.0) {
+    mask.zero_();  // nothing kept and nothing drawn, as the single-device op
+  } else {
+    const KernelTable& k = kernels_for(mask, "dropout");
+    const Tensor one = full({}, 1.0, TensorOptions(compute).device(local.device()));
+    for_each_run_block(mask, runs, global_numel, 4, gen, [&](const Tensor& block, PhiloxState st) {
+      k.dropout(block, one.expand(block.sizes()), st, p);
+    });
+  }
+  Tensor out = mul(local, mask);
+  return out.dtype() == local.dtype() ? out : out.to(local.dtype());
+}
+
+}  // namespace detail
 
 }  // namespace tessera

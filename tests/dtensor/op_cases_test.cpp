@@ -258,14 +258,67 @@ void add_nn(std::vector<OpCase>& c) {
   c.push_back({"embedding", f, {v({6, 3}), {K::kIndex, {5}}}, [](const In& x) {
                  return embedding(x[0], x[1]);
                }});
-  c.push_back({"cross_entropy", f, {small(kMat), {K::kIndex, {5}}}, [](const In& x) {
+  // A vocabulary of 3 rows: on 4 ranks one holds none (the masked Partial's empty part).
+  c.push_back({"embedding", f, {v({3, 4}), {K::kIndex, {2, 5}}}, [](const In& x) {
+                 return embedding(x[0], x[1]);
+               }});
+  const InputSpec targets{K::kIndex, {5}};
+  c.push_back({"cross_entropy", f, {small(kMat), targets}, [](const In& x) {
                  return cross_entropy(x[0], x[1]);
                }});
+  c.push_back({"cross_entropy", f, {small(kMat), targets}, [](const In& x) {
+                 return cross_entropy(x[0], x[1], {.reduction = Reduction::None});
+               }});
+  c.push_back({"cross_entropy", f, {small(kMat), targets}, [](const In& x) {
+                 return cross_entropy(x[0], x[1], {.ignore_index = 1, .reduction = Reduction::Sum});
+               }});
+  c.push_back({"cross_entropy", f, {small(kMat), targets}, [](const In& x) {
+                 return cross_entropy(x[0], x[1], {.ignore_index = 2, .label_smoothing = 0.2});
+               }});
+  c.push_back({"cross_entropy", f, {small({5, 3, 2}), {K::kIndex, {5, 2}}}, [](const In& x) {
+                 return cross_entropy(x[0], x[1], {.ignore_index = 0});
+               }});
+  // Random ops seed first, so that every call (the reference's and each DTensor one) draws the
+  // same values; the DTensor result must equal the single-device draw.
   c.push_back({"dropout", f, {v(kMat)}, [](const In& x) { return dropout(x[0], 0.5, false); }});
+  c.push_back({"dropout", f, {v({5, 7})}, [](const In& x) {
+                 manual_seed(7);
+                 return dropout(x[0], 0.3);
+               }});
+  c.push_back({"dropout", f, {v(kMat)}, [](const In& x) {
+                 manual_seed(8);
+                 return dropout(x[0].to(kFloat32), 0.6).to(kFloat64);
+               }});
+  c.push_back({"rand_like",
+               f,
+               {v({5, 7})},
+               [](const In& x) {
+                 manual_seed(9);
+                 return rand_like(x[0]);
+               },
+               false});
+  c.push_back({"randn_like",
+               f,
+               {v({5, 7})},
+               [](const In& x) {
+                 manual_seed(10);
+                 return randn_like(x[0].to(kFloat32)).to(kFloat64);
+               },
+               false});
   c.push_back({"scaled_dot_product_attention",
                f,
                {small({2, 4, 3}), small({2, 5, 3}), small({2, 5, 2})},
                [](const In& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }});
+  // [batch, heads, L, E] with an additive mask [L, S], and causal self-attention.
+  c.push_back({"scaled_dot_product_attention",
+               f,
+               {small({2, 3, 4, 2}), small({2, 3, 5, 2}), small({2, 3, 5, 3}), small({4, 5})},
+               [](const In& x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]); }});
+  c.push_back(
+      {"scaled_dot_product_attention",
+       f,
+       {small({2, 3, 4, 2}), small({2, 3, 4, 2}), small({2, 3, 4, 2})},
+       [](const In& x) { return scaled_dot_product_attention(x[0], x[1], x[2], {}, 0.0, true); }});
 }
 
 }  // namespace
@@ -291,9 +344,10 @@ bool not_differentiable(const std::string& op) {
     }
   }
   if (base.back() == '_') base.pop_back();
-  static const std::set<std::string> kNone{"eq",          "ne",     "lt",          "le",
-                                           "gt",          "ge",     "logical_and", "logical_or",
-                                           "logical_not", "argmax", "argmin"};
+  static const std::set<std::string> kNone{"eq", "ne", "lt", "le", "gt", "ge", "logical_and",
+                                           "logical_or", "logical_not", "argmax", "argmin",
+                                           // new values, whatever the input's
+                                           "rand_like", "randn_like"};
   return kNone.count(base) == 1;
 }
 
