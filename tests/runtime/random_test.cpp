@@ -395,3 +395,27 @@ TEST_CASE("dropout keeps elements whose uniform draw is below 1 - p", "[random]"
     CHECK_THROWS_WITH(dropout(arange(4), 0.5), Catch::Contains("int64"));
   }
 }
+
+TEST_CASE("rand_like and randn_like draw as rand and randn of the tensor's shape and dtype",
+          "[random]") {
+  const Tensor like = zeros({3, 5}, kFloat64);
+  for (bool normal : {false, true}) {
+    INFO((normal ? "randn_like" : "rand_like"));
+    manual_seed(12);
+    const Tensor want = normal ? randn({3, 5}, kFloat64) : rand({3, 5}, kFloat64);
+    const uint64_t offset = default_generator().offset();
+    manual_seed(12);
+    const Tensor got = normal ? randn_like(like) : rand_like(like);
+    CHECK(got.dtype() == kFloat64);
+    CHECK(equal(got, want));
+    CHECK(default_generator().offset() == offset);
+    CHECK_FALSE(got.requires_grad());
+  }
+  Generator gen(5);
+  const Tensor a = rand_like(zeros({4}, kBFloat16), &gen);
+  CHECK(a.dtype() == kBFloat16);
+  CHECK(gen.offset() == 1);
+  CHECK_THROWS_AS(rand_like(arange(4)), DTypeError);
+  CHECK_THROWS_WITH(randn_like(arange(4)),
+                    Catch::Contains("[randn_like]") && Catch::Contains("int64"));
+}
