@@ -1,24 +1,40 @@
 // DTensor op dispatch benchmark: what an op on DTensors costs beyond the same op on their local
-// tensors (Note [Distributed dispatch] in runtime/distributed.h, dtensor/dispatch.cpp).
+// tensors (Note [Distributed dispatch] in runtime/distributed.h, dtensor/dispatch.cpp), and what
+// a random draw on a DTensor costs beside the single-device draw.
 //
 // 1. Cache hit, steady state: add, mul, matmul, sum, relu, gelu, softmax(-1) and a 2-layer MLP
 //    forward + backward on 8x8 float32 DTensors, 4 rank threads (mesh [4]), inputs Replicate or
 //    Shard(0) (weights Replicate): the DTensor op beside the same op on `to_local()` of the same
 //    DTensors, their difference, and the allocations per call of each (heap: operator new,
 //    counted per thread by this program; tensor buffers: cpu_allocator_stats().num_allocs).
+//    Then the nn functions in the layouts a transformer uses, same mesh and columns: layer_norm
+//    (x [8, 8] R or S(0), weight/bias R), embedding (weight [64, 8] S(0) with ids [8] R: the
+//    vocabulary-parallel lookup, a Partial(sum) output whose local op also masks the ids other
+//    ranks hold; weight R with ids S(0)), cross_entropy mean (logits [8, 16] and target S(0): per-
+//    row losses, their sum, and an all_reduce of the counted rows, shown beside that all_reduce
+//    alone), scaled_dot_product_attention (q/k/v [2, 4, 8, 8] sharded on the head dim 1: no
+//    collective) and dropout (p = 0.1, x [8, 8] R or S(0)).
 // 2. Cache miss: one op (add of two Shard(0) tensors, matmul Shard(0) @ Replicate) right after
 //    clear_sharding_cache(), on meshes [4], [2, 2] and [2, 2, 2] (8 rank threads).
+// 3. Random draws cost the local shard (bench/random_draws_section.cpp): rand_like, randn_like
+//    and dropout of a [2048, 1024] float32 DTensor (8 MiB) on mesh [4] S(0), S(1), R and mesh
+//    [2, 2] [S(0), S(1)], beside the single-device draw of the whole tensor and of a tensor of
+//    the local shard's size, with GB/s written beside memcpy of the same bytes (thread CPU time,
+//    the DTensor draw's wall time beside it).
 //
 // Targets (issue): hit overhead <= 2 us over the plain op; miss <= 50 us on [2, 2, 2]. torch 2.15
 // DTensor on this machine: 7-11 us per cached op; cache miss 4.5 ms (1-D), 18.7 ms (2-D), 190 ms
-// (3-D).
+// (3-D). A random draw on S(0) over 4 ranks: ~1/4 of the single-device draw of the whole tensor
+// (Note [Random ops on distributed tensors] in runtime/ops/random.cpp).
 //
 // Every figure is per rank (each rank times its own calls), the maximum over ranks of the
-// per-rank medians. Plain and DTensor calls alternate in small batches so that drift of the
-// machine hits both alike. With fewer cores than rank threads the ranks are time-sliced: medians
-// of short batches skip most preemptions, but a collective waits for descheduled ranks (the MLP
-// on Shard(0)), and a miss's wall time includes waiting for a core (its thread CPU time is
-// printed beside it).
+// per-rank medians (section 3: the median over ranks, whose turns fall at different moments). Plain
+// and DTensor calls alternate in small batches so that drift of the machine hits both alike. With
+// fewer cores than rank threads the ranks are time-sliced: medians of short batches skip most
+// preemptions, but a collective waits for descheduled ranks (the MLP on Shard(0), cross_entropy on
+// Shard(0)), and a miss's wall time includes waiting for a core (its thread CPU time is printed
+// beside it). The random draws take milliseconds, so there the ranks take turns (section 3's file
+// says why).
 
 #include <fmt/format.h>
 #include <tessera/tessera.h>
@@ -33,6 +49,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "bench/random_draws_section.h"
 
 // ---- heap allocations of the calling thread (every operator new of the process lands here) ----
 
@@ -177,18 +195,134 @@ std::vector<Result> run_ops(const ts::dist::ProcessGroupPtr& world, const ts::Pl
 
 std::string fmt_allocs(const Allocs& a) { return fmt::format("{:.1f}+{:.0f}", a.heap, a.buffers); }
 
+// ---- nn functions in the layouts a transformer uses ----
+
+struct NnRow {
+  const char* op;
+  const char* input;
+  const char* note;  // empty: "met" or "over" the 2 us target
+  bool reference;    // a collective alone (no plain side)
+};
+
+const std::vector<NnRow> kNnRows{
+    {"layer_norm (w, b R)", "R", "", false},
+    {"layer_norm (w, b R)", "S(0)", "", false},
+    {"embedding w S(0) -> P", "ids R", "(+ range check and masking of other ranks' ids)", false},
+    {"embedding w R", "ids S(0)", "", false},
+    {"cross_entropy mean", "S(0)",
+     "(loss rows, 2 sums, ne, to, div + all_reduce of the count: below)", false},
+    {"all_reduce 0-dim", "raw", "(reference: the count's all_reduce alone, same timing)", true},
+    {"sdpa [2,4,8,8]", "S(1)", "", false},
+    {"dropout(0.1)", "R", "(+ mask buffer and mul: not the fused kernel)", false},
+    {"dropout(0.1)", "S(0)", "(+ mask buffer and mul: not the fused kernel)", false},
+};
+
+// Runs every row of kNnRows on one rank; one Result per row.
+std::vector<Result> run_nn(const ts::dist::ProcessGroupPtr& world) {
+  ts::set_num_threads(1);
+  const ts::DeviceMesh mesh(ts::DeviceType::CPU, {4});
+  ts::manual_seed(0);  // every rank draws the same global tensors
+  const auto dist = [&](const ts::Tensor& t, const ts::Placement& p) {
+    return ts::distribute_tensor(t, mesh, {p});
+  };
+  const ts::Placement rep = ts::Replicate();
+  const ts::Placement s0 = ts::Shard(0);
+
+  const ts::Tensor x = ts::rand(kShape);
+  const ts::DTensor x_r = dist(x, rep);
+  const ts::DTensor x_s = dist(x, s0);
+  const ts::DTensor ln_w = dist(ts::rand({8}), rep);
+  const ts::DTensor ln_b = dist(ts::rand({8}), rep);
+  const ts::Tensor x_rl = x_r.to_local();
+  const ts::Tensor x_sl = x_s.to_local();
+  const ts::Tensor ln_wl = ln_w.to_local();
+  const ts::Tensor ln_bl = ln_b.to_local();
+
+  const ts::Tensor table = ts::rand({64, 8});
+  const ts::Tensor ids = ts::randint(0, 64, {8});
+  const ts::DTensor table_rows = dist(table, s0);  // each rank holds 16 rows of the vocabulary
+  const ts::DTensor table_r = dist(table, rep);
+  const ts::DTensor ids_r = dist(ids, rep);
+  const ts::DTensor ids_s = dist(ids, s0);
+  const ts::Tensor table_rows_l = table_rows.to_local();
+  const ts::Tensor table_rl = table_r.to_local();
+  const ts::Tensor ids_sl = ids_s.to_local();
+  // The plain side of the vocabulary-sharded lookup: the local rows looked up with the ids
+  // shifted to this rank's rows and clamped into range (computed once, outside the timing). The
+  // DTensor side does more local work than this: it checks the ids against the whole table
+  // (amin, amax and two item reads) and masks the ids other ranks hold (compare, logical_and,
+  // where on the ids and on the looked-up rows), so its overhead is that masking plus dispatch.
+  const int64_t rows = table_rows_l.size(0);
+  const ts::Tensor ids_clamped =
+      ts::clamp(ts::sub(ids_r.to_local(), world->rank() * rows), 0, rows - 1);
+
+  const ts::DTensor logits = dist(ts::rand({8, 16}), s0);
+  const ts::DTensor target = dist(ts::randint(0, 16, {8}), s0);
+  const ts::Tensor logits_l = logits.to_local();
+  const ts::Tensor target_l = target.to_local();
+  const ts::Tensor count = ts::ones({});
+
+  const ts::Placement heads = ts::Shard(1);
+  const ts::DTensor q = dist(ts::rand({2, 4, 8, 8}), heads);
+  const ts::DTensor k = dist(ts::rand({2, 4, 8, 8}), heads);
+  const ts::DTensor v = dist(ts::rand({2, 4, 8, 8}), heads);
+  const ts::Tensor ql = q.to_local();
+  const ts::Tensor kl = k.to_local();
+  const ts::Tensor vl = v.to_local();
+
+  // Each entry: plain, then DTensor, in kNnRows' order; results die at once.
+  const std::vector<std::pair<std::function<void()>, std::function<void()>>> calls{
+      {[&] { ts::layer_norm(x_rl, {8}, ln_wl, ln_bl); },
+       [&] { ts::layer_norm(x_r, {8}, ln_w, ln_b); }},
+      {[&] { ts::layer_norm(x_sl, {8}, ln_wl, ln_bl); },
+       [&] { ts::layer_norm(x_s, {8}, ln_w, ln_b); }},
+      {[&] { ts::embedding(table_rows_l, ids_clamped); },
+       [&] { ts::embedding(table_rows, ids_r); }},
+      {[&] { ts::embedding(table_rl, ids_sl); }, [&] { ts::embedding(table_r, ids_s); }},
+      {[&] { ts::cross_entropy(logits_l, target_l); }, [&] { ts::cross_entropy(logits, target); }},
+      {[] {}, [&] { world->all_reduce(count)->wait(); }},
+      {[&] { ts::scaled_dot_product_attention(ql, kl, vl); },
+       [&] { ts::scaled_dot_product_attention(q, k, v); }},
+      {[&] { ts::dropout(x_rl, 0.1); }, [&] { ts::dropout(x_r, 0.1); }},
+      {[&] { ts::dropout(x_sl, 0.1); }, [&] { ts::dropout(x_s, 0.1); }},
+  };
+  std::vector<Result> results;
+  for (const auto& [plain, dtensor] : calls) {
+    world->barrier()->wait();  // ranks start each row together
+    results.push_back(measure(plain, dtensor));
+  }
+  return results;
+}
+
+// The maximum over ranks of the per-rank medians of row i.
+Result max_over_ranks(const std::vector<std::vector<Result>>& per_rank, size_t i) {
+  Result r;
+  for (const auto& rank : per_rank) {
+    r.plain_s = std::max(r.plain_s, rank[i].plain_s);
+    r.dtensor_s = std::max(r.dtensor_s, rank[i].dtensor_s);
+  }
+  return r;
+}
+
+constexpr const char* kRowFormat = "  {:<22} {:<8} {:>9.2f} {:>9.2f} {:>9.2f}  {:>11} {:>11}  {}\n";
+
+void print_reference(const std::string& op, const Result& r, const std::string& note) {
+  fmt::print("  {:<22} {:<8} {:>9} {:>9.2f} {:>9}  {:>11} {:>11}  {}\n", op, "raw", "-",
+             r.dtensor_s * 1e6, "-", "", "", note);
+}
+
 void hit_section() {
   constexpr int kRanks = 4;
   fmt::print(
-      "1. Cache hit, steady state: 8x8 float32, mesh [4] (4 rank threads, 1 intra-op thread "
-      "each); median per call over {} alternating batches of {} calls after {} warm-up calls, "
-      "max over ranks ({} hardware threads here)\n",
+      "1. Cache hit, steady state: mesh [4] (4 rank threads, 1 intra-op thread each); median per "
+      "call over {} alternating batches of {} calls after {} warm-up calls, max over ranks ({} "
+      "hardware threads here)\n",
       kRounds, kBatch, kWarmup, std::thread::hardware_concurrency());
   fmt::print(
       "   plain = the same op on to_local() of the same DTensors; allocs = heap (operator new) + "
       "tensor buffers per call\n\n");
-  fmt::print("  {:<20} {:<6} {:>9} {:>9} {:>9}  {:>11} {:>11}  {}\n", "op", "input", "plain us",
-             "DT us", "overhead", "allocs DT", "allocs pl", "target <= 2 us");
+  fmt::print("  {:<22} {:<8} {:>9} {:>9} {:>9}  {:>11} {:>11}  {}\n", "op (8x8 float32)", "input",
+             "plain us", "DT us", "overhead", "allocs DT", "allocs pl", "target <= 2 us");
   const std::vector<std::pair<ts::Placement, std::string>> placements{{ts::Replicate(), "R"},
                                                                       {ts::Shard(0), "S(0)"}};
   double worst = 0.0;
@@ -201,11 +335,7 @@ void hit_section() {
     });
     for (size_t i = 0; i < kOps.size(); ++i) {
       if (i > kMlp && label == "R") continue;  // the R MLP runs no collective
-      Result r;
-      for (const auto& rank : per_rank) {
-        r.plain_s = std::max(r.plain_s, rank[i].plain_s);
-        r.dtensor_s = std::max(r.dtensor_s, rank[i].dtensor_s);
-      }
+      const Result r = max_over_ranks(per_rank, i);
       const Result& r0 = per_rank[0][i];
       const double over = (r.dtensor_s - r.plain_s) * 1e6;
       if (i < kMlp) worst = std::max(worst, over);
@@ -215,20 +345,47 @@ void hit_section() {
                             : "(6 ops + backward, with 2 all_reduce of weight gradients)";
       }
       if (i > kMlp) {
-        fmt::print("  {:<20} {:<6} {:>9} {:>9.2f} {:>9}  {:>11} {:>11}  {}\n", kOps[i], "raw", "-",
-                   r.dtensor_s * 1e6, "-", "", "",
-                   "(reference: the collectives alone, same timing)");
+        print_reference(kOps[i], r, "(reference: the collectives alone, same timing)");
         continue;
       }
-      fmt::print("  {:<20} {:<6} {:>9.2f} {:>9.2f} {:>9.2f}  {:>11} {:>11}  {}\n", kOps[i], label,
-                 r.plain_s * 1e6, r.dtensor_s * 1e6, over, fmt_allocs(r0.dtensor_allocs),
-                 fmt_allocs(r0.plain_allocs), note);
+      fmt::print(kRowFormat, kOps[i], label, r.plain_s * 1e6, r.dtensor_s * 1e6, over,
+                 fmt_allocs(r0.dtensor_allocs), fmt_allocs(r0.plain_allocs), note);
     }
   }
+
   fmt::print(
-      "\n  worst single-op overhead: {:.2f} us (target <= 2 us; torch 2.15 DTensor here: 7-11 us "
-      "per cached op)\n\n",
-      worst);
+      "\n  nn functions, transformer layouts: x [8, 8], embedding weight [64, 8] / ids [8], "
+      "logits [8, 16] / target [8], q/k/v [2, 4, 8, 8]; plain = the op on to_local() (embedding "
+      "w S(0): the local rows with the ids clamped into them)\n");
+  std::vector<std::vector<Result>> per_rank(kRanks);
+  ts::dist::run_threads(kRanks, [&](ts::dist::ProcessGroupPtr world) {
+    per_rank[static_cast<size_t>(world->rank())] = run_nn(world);
+  });
+  int nn_met = 0;
+  int nn_single = 0;
+  for (size_t i = 0; i < kNnRows.size(); ++i) {
+    const NnRow& row = kNnRows[i];
+    const Result r = max_over_ranks(per_rank, i);
+    if (row.reference) {
+      print_reference(row.op, r, row.note);
+      continue;
+    }
+    const Result& r0 = per_rank[0][i];
+    const double over = (r.dtensor_s - r.plain_s) * 1e6;
+    const std::string verdict = over <= 2.0 ? "met" : "over";
+    if (row.note[0] == '\0') {  // one dispatched op, no extra local work: the dispatch figure
+      ++nn_single;
+      nn_met += over <= 2.0 ? 1 : 0;
+    }
+    fmt::print(kRowFormat, row.op, row.input, r.plain_s * 1e6, r.dtensor_s * 1e6, over,
+               fmt_allocs(r0.dtensor_allocs), fmt_allocs(r0.plain_allocs),
+               row.note[0] == '\0' ? verdict : verdict + " " + row.note);
+  }
+  fmt::print(
+      "\n  worst single-op overhead (add .. softmax): {:.2f} us (target <= 2 us; torch 2.15 "
+      "DTensor here: 7-11 us per cached op); nn rows of one dispatch and no extra local work: {} "
+      "of {} met\n\n",
+      worst, nn_met, nn_single);
 }
 
 // ---- cache miss ----
@@ -363,10 +520,12 @@ int main() {
   const auto t0 = Clock::now();
   hit_section();
   miss_section();
+  ts::bench::run_random_draws_section();
   fmt::print(
-      "3. Targets: cached-op overhead <= 2 us over the plain op; cache miss <= 50 us on [2, 2, 2]. "
+      "4. Targets: cached-op overhead <= 2 us over the plain op; cache miss <= 50 us on [2, 2, 2]. "
       "torch 2.15 DTensor on this machine: 7-11 us per cached op; cache miss 4.5 ms (1-D), "
-      "18.7 ms (2-D), 190 ms (3-D).\n");
+      "18.7 ms (2-D), 190 ms (3-D); a random draw on S(0) over 4 ranks ~1/4 of the whole tensor's "
+      "on one device.\n");
   fmt::print("   total {:.1f} s\n", std::chrono::duration<double>(Clock::now() - t0).count());
   return 0;
 }
