@@ -18,6 +18,8 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/factories.h"
 #include "dtensor/loss_parallel.h"
+#include "dtensor/parallel/distribute_module.h"
+#include "dtensor/parallel/parallelize.h"
 #include "dtensor/placement.h"
 #include "dtensor/sharding_rule.h"
 #include "runtime/allocator.h"

@@ -124,22 +124,52 @@ void Module::check_new_name(const std::string& name, const char* op) const {
            "] name \"", name, "\" is already used by a parameter, buffer or child module");
 }
 
+namespace {
+
+// The entry named `name`, or null.
+Tensor* find_entry(std::vector<std::pair<std::string, Tensor>>& entries, const std::string& name) {
+  for (auto& entry : entries) {
+    if (entry.first == name) return &entry.second;
+  }
+  return nullptr;
+}
+
+// Makes `existing` the tensor `value` is (data, geometry, autograd state, distribution) in place,
+// so that every handle of it (a module's member, an optimizer's list) sees the new value: how a
+// partition function swaps a DTensor in for a parameter.
+void replace_in_place(const Tensor& existing, const Tensor& value) {
+  if (existing.unsafe_impl() == value.unsafe_impl()) return;
+  *existing.unsafe_impl() = *value.unsafe_impl();
+}
+
+}  // namespace
+
 Tensor Module::register_parameter(const std::string& name, const Tensor& tensor,
                                   bool requires_grad) {
-  check_new_name(name, "register_parameter");
+  Tensor* existing = find_entry(parameters_, name);
+  if (existing == nullptr) check_new_name(name, "register_parameter");
   TS_CHECK(tensor.defined(), "[", name_, "::register_parameter] parameter \"", name,
            "\" is an undefined tensor");
   // A parameter is a leaf: cut it from the graph that computed it (e.g. an initializer's ops).
   Tensor param = tensor.is_leaf() ? tensor : tensor.detach();
   param.requires_grad_(requires_grad);
+  if (existing != nullptr) {
+    replace_in_place(*existing, param);
+    return *existing;
+  }
   parameters_.emplace_back(name, param);
   return param;
 }
 
 Tensor Module::register_buffer(const std::string& name, const Tensor& tensor) {
-  check_new_name(name, "register_buffer");
+  Tensor* existing = find_entry(buffers_, name);
+  if (existing == nullptr) check_new_name(name, "register_buffer");
   TS_CHECK(tensor.defined(), "[", name_, "::register_buffer] buffer \"", name,
            "\" is an undefined tensor");
+  if (existing != nullptr) {
+    replace_in_place(*existing, tensor);
+    return *existing;
+  }
   buffers_.emplace_back(name, tensor);
   return tensor;
 }

@@ -71,12 +71,16 @@ class Module {
 
   // ---- registration ----
   // Registers `tensor` as parameter `name`: detached from any graph (a leaf) and marked
-  // requires_grad. Returns the registered tensor (keep it: it is the parameter itself).
-  // Errors: an empty name, a name with '.', a name already used by a parameter, buffer or child;
+  // requires_grad. Returns the registered tensor (keep it: it is the parameter itself). On the
+  // name of an existing parameter, replaces it in place: the parameter keeps its identity (as
+  // with to()), so handles held elsewhere (the module's own member, an optimizer) see the new
+  // tensor; this is how distribute_module swaps a DTensor in.
+  // Errors: an empty name, a name with '.', a name already used by a buffer or child;
   // requires_grad on a non-floating tensor.
   Tensor register_parameter(const std::string& name, const Tensor& tensor,
                             bool requires_grad = true);
-  // Registers a buffer (moved by to(), not returned by parameters()). Errors as above.
+  // Registers a buffer (moved by to(), not returned by parameters()); an existing buffer's name
+  // replaces it in place, as register_parameter. Errors as above.
   Tensor register_buffer(const std::string& name, const Tensor& tensor);
   // Registers a child module. Errors as above, and a null module.
   template <typename M>
@@ -101,6 +105,17 @@ class Module {
   // ---- hooks ----
   RemovableHandle register_forward_pre_hook(ForwardPreHook hook);
   RemovableHandle register_forward_hook(ForwardHook hook);
+
+  // ---- extensions ----
+  // State that other layers attach to a module by key (distribute_module marks the modules it ran
+  // on, as PyTorch sets an attribute); null when absent.
+  void set_extension(const std::string& key, std::shared_ptr<void> value) {
+    extensions_[key] = std::move(value);
+  }
+  std::shared_ptr<void> extension(const std::string& key) const {
+    const auto it = extensions_.find(key);
+    return it == extensions_.end() ? nullptr : it->second;
+  }
 
   // ---- mode ----
   // Sets training mode on this module and all descendants (Dropout is the identity in eval).
@@ -129,6 +144,7 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::shared_ptr<detail::HookRegistry> hooks_ = std::make_shared<detail::HookRegistry>();
+  std::map<std::string, std::shared_ptr<void>> extensions_;
 };
 
 using ModulePtr = std::shared_ptr<Module>;

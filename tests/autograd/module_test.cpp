@@ -101,10 +101,9 @@ TEST_CASE("shared modules and tied weights are listed once", "[module]") {
 
 TEST_CASE("register_* validate names and tensors", "[module]") {
   Module m("Custom");
-  m.register_parameter("w", ones({2}));
-  CHECK_THROWS_WITH(m.register_parameter("w", ones({2})),
-                    Catch::Contains("[Custom::register_parameter] name \"w\" is already used"));
-  CHECK_THROWS_WITH(m.register_buffer("w", ones({2})), Catch::Contains("already used"));
+  const Tensor held = m.register_parameter("w", ones({2}));
+  CHECK_THROWS_WITH(m.register_buffer("w", ones({2})),
+                    Catch::Contains("[Custom::register_buffer] name \"w\" is already used"));
   CHECK_THROWS_WITH(m.register_module("w", std::make_shared<nn::ReLU>()),
                     Catch::Contains("already used"));
   CHECK_THROWS_WITH(m.register_parameter("a.b", ones({2})),
@@ -117,6 +116,16 @@ TEST_CASE("register_* validate names and tensors", "[module]") {
   // requires_grad = false: a parameter that is not trained.
   Tensor frozen = m.register_parameter("frozen", ones({2}), /*requires_grad=*/false);
   CHECK_FALSE(frozen.requires_grad());
+  // An existing parameter's name replaces it in place: handles held before see the new tensor.
+  const Tensor replaced = m.register_parameter("w", full({3}, 2.0));
+  CHECK(held.sizes() == Shape{3});
+  CHECK(equal(held, full({3}, 2.0)));
+  CHECK(held.requires_grad());
+  CHECK(held.is_leaf());
+  CHECK(equal(replaced, held));
+  CHECK(m.parameters().size() == 2);
+  sum(held * held).backward();
+  CHECK(equal(replaced.grad(), full({3}, 4.0)));
 }
 
 TEST_CASE("Linear forward is x @ W^T + b", "[module]") {

@@ -1,0 +1,194 @@
+#include "dtensor/parallel/parallelize.h"
+
+#include <sstream>
+#include <vector>
+
+#include "autograd/nn/embedding.h"
+#include "autograd/nn/linear.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/parallel/distribute_module.h"
+
+namespace tessera {
+
+namespace {
+
+// Shard(-1) and friends, for a tensor of `ndim` dims.
+Placement resolved(const Placement& p, int64_t ndim) {
+  if (p.is_shard() && !p.is_strided_shard() && p.dim() < 0) return Shard(p.dim() + ndim);
+  return p;
+}
+
+// A module input or output as the styles see it: a plain tensor is taken to have `layout` (each
+// rank's tensor is its local shard, as PyTorch's from_local; left as is without a layout), then
+// redistributed to `desired` when given; returned as its local tensor when `use_local`.
+Tensor convert(const Tensor& t, const std::optional<Placement>& layout,
+               const std::optional<Placement>& desired, bool use_local, const DeviceMesh& mesh) {
+  if (!t.defined()) return t;
+  Tensor d = t;
+  if (!t.is_distributed()) {
+    if (!layout.has_value()) return t;
+    d = DTensor::from_local(t, mesh, {resolved(*layout, t.dim())});
+  }
+  if (desired.has_value()) {
+    const Placements want{resolved(*desired, d.dim())};
+    if (DTensor(d).placements() != want) d = DTensor(d).redistribute(want);
+  }
+  return use_local ? DTensor(d).to_local() : d;
+}
+
+std::string describe(const std::string& path, const nn::Module& m) {
+  return (path.empty() ? std::string("the module") : "module '" + path + "'") + " (a " + m.name() +
+         ")";
+}
+
+// Swaps in a DTensor for the module's own parameter `name` (when it has one).
+void shard_parameter(nn::Module& m, const std::string& name, const Placement& p,
+                     const DeviceMesh& mesh) {
+  for (const auto& [n, t] : m.named_parameters(/*recurse=*/false)) {
+    if (n == name) {
+      m.register_parameter(name, detail::distribute_leaf(t, mesh, {p}), t.requires_grad());
+      return;
+    }
+  }
+}
+
+// Colwise and Rowwise: which parameters get which placement, and the default input layout.
+struct LinearLike {
+  bool embedding = false;
+};
+
+LinearLike linear_like(const char* style, const std::string& path, nn::Module& m) {
+  if (dynamic_cast<nn::Linear*>(&m) != nullptr) return {false};
+  if (dynamic_cast<nn::Embedding*>(&m) != nullptr) return {true};
+  TS_CHECK(false, "[parallelize_module] ", style, " cannot shard ", describe(path, m),
+           ": it shards Linear and Embedding modules");
+  return {};
+}
+
+void apply(const ColwiseParallel& s, const std::string& path, nn::Module& m,
+           const DeviceMesh& mesh) {
+  const LinearLike kind = linear_like("ColwiseParallel", path, m);
+  const std::optional<Placement> in = s.input_layouts.value_or(Replicate());
+  const std::optional<Placement> out = s.output_layouts.value_or(Shard(-1));
+  distribute_module(
+      m, mesh,
+      [kind](const std::string&, nn::Module& mod, const DeviceMesh& msh) {
+        shard_parameter(mod, "weight", Shard(kind.embedding ? 1 : 0), msh);
+        shard_parameter(mod, "bias", Shard(0), msh);
+      },
+      [in](nn::Module&, const Tensor& x, const DeviceMesh& msh) {
+        return convert(x, in, Replicate(), false, msh);
+      },
+      [out, local = s.use_local_output](nn::Module&, const Tensor& y, const DeviceMesh& msh) {
+        return convert(y, std::nullopt, out, local, msh);
+      });
+}
+
+void apply(const RowwiseParallel& s, const std::string& path, nn::Module& m,
+           const DeviceMesh& mesh) {
+  const LinearLike kind = linear_like("RowwiseParallel", path, m);
+  const Placement default_in = kind.embedding ? Placement(Replicate()) : Placement(Shard(-1));
+  const std::optional<Placement> in = s.input_layouts.value_or(default_in);
+  const std::optional<Placement> out = s.output_layouts.value_or(Replicate());
+  distribute_module(
+      m, mesh,
+      [kind](const std::string&, nn::Module& mod, const DeviceMesh& msh) {
+        shard_parameter(mod, "weight", Shard(kind.embedding ? 0 : 1), msh);
+      },
+      [in, default_in](nn::Module&, const Tensor& x, const DeviceMesh& msh) {
+        return convert(x, in, default_in, false, msh);
+      },
+      [out, local = s.use_local_output](nn::Module&, const Tensor& y, const DeviceMesh& msh) {
+        return convert(y, std::nullopt, out, local, msh);
+      });
+}
+
+void apply(const SequenceParallel& s, const std::string&, nn::Module& m, const DeviceMesh& mesh) {
+  const Placement seq = Shard(s.sequence_dim);
+  distribute_module(
+      m, mesh, {},
+      [seq](nn::Module&, const Tensor& x, const DeviceMesh& msh) {
+        return convert(x, seq, seq, false, msh);
+      },
+      [local = s.use_local_output](nn::Module&, const Tensor& y, const DeviceMesh& msh) {
+        return convert(y, std::nullopt, std::nullopt, local, msh);
+      });
+}
+
+void apply(const PrepareModuleInput& s, const std::string&, nn::Module& m, const DeviceMesh& mesh) {
+  m.register_forward_pre_hook([s, mesh](nn::Module&, const Tensor& x) {
+    return convert(x, s.input_layouts, s.desired_input_layouts, s.use_local_output, mesh);
+  });
+}
+
+void apply(const PrepareModuleOutput& s, const std::string&, nn::Module& m,
+           const DeviceMesh& mesh) {
+  m.register_forward_hook([s, mesh](nn::Module&, const Tensor&, const Tensor& y) {
+    return convert(y, s.output_layouts, s.desired_output_layouts, s.use_local_output, mesh);
+  });
+}
+
+void check_mesh(const DeviceMesh& mesh) {
+  TS_CHECK(mesh.ndim() == 1,
+           "[parallelize_module] expects a 1-D mesh (the tensor-parallel mesh "
+           "dim), got a ",
+           mesh.ndim(), "-D mesh of shape ", mesh.shape(),
+           "; pass one dim of it, e.g. mesh[\"tp\"]");
+}
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  std::string part;
+  std::istringstream in(path);
+  while (std::getline(in, part, '.')) parts.push_back(part);
+  return parts;
+}
+
+bool matches(const std::vector<std::string>& key, const std::string& path) {
+  const std::vector<std::string> parts = split_path(path);
+  if (parts.size() != key.size()) return false;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (key[i] != "*" && key[i] != parts[i]) return false;
+  }
+  return true;
+}
+
+void apply_style(const ParallelStyle& style, const std::string& path, nn::Module& m,
+                 const DeviceMesh& mesh) {
+  std::visit([&](const auto& s) { apply(s, path, m, mesh); }, style);
+}
+
+}  // namespace
+
+nn::Module& parallelize_module(nn::Module& module, const DeviceMesh& mesh,
+                               const std::map<std::string, ParallelStyle>& plan) {
+  check_mesh(mesh);
+  const auto modules = module.named_modules();
+  for (const auto& [key, style] : plan) {
+    const std::vector<std::string> parts = split_path(key);
+    int64_t found = 0;
+    for (const auto& [path, m] : modules) {
+      if (path.empty() || !matches(parts, path)) continue;
+      apply_style(style, path, *m, mesh);
+      ++found;
+    }
+    if (found == 0) {
+      std::string paths;
+      for (const auto& entry : modules) {
+        if (!entry.first.empty()) paths += (paths.empty() ? "" : ", ") + entry.first;
+      }
+      TS_CHECK(false, "[parallelize_module] plan key '", key, "' matches no submodule of this ",
+               module.name(), "; its submodules are: ", paths.empty() ? "(none)" : paths);
+    }
+  }
+  return module;
+}
+
+nn::Module& parallelize_module(nn::Module& module, const DeviceMesh& mesh,
+                               const ParallelStyle& style) {
+  check_mesh(mesh);
+  apply_style(style, "", module, mesh);
+  return module;
+}
+
+}  // namespace tessera
