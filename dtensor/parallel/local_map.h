@@ -1,0 +1,43 @@
+#pragma once
+// local_map (torch.distributed.tensor.experimental.local_map): runs a function written for plain
+// tensors on the local shards of DTensor arguments and wraps its results as DTensors, with the
+// seed's checks (seeds/torch-local-map-source.py.txt). Arguments and results are in order;
+// DTensors are Tensors, and an undefined Tensor stands for a non-tensor argument or result.
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "dtensor/device_mesh.h"
+#include "dtensor/placement.h"
+#include "runtime/tensor.h"
+
+namespace tessera {
+
+struct LocalMapOptions {
+  // One per output; nullopt: a plain (or undefined) output.
+  std::vector<std::optional<Placements>> out_placements = {};
+  // One per input; nullopt entry: a plain input. Absent: no placement check.
+  std::optional<std::vector<std::optional<Placements>>> in_placements = std::nullopt;
+  // The gradient layout each DTensor input's local tensor gets (to_local's grad_placements).
+  std::optional<std::vector<std::optional<Placements>>> in_grad_placements = std::nullopt;
+  // The mesh of the outputs; default: the first DTensor argument's.
+  std::optional<DeviceMesh> device_mesh = std::nullopt;
+  // Redistribute DTensor inputs whose placements differ from in_placements (else an Error).
+  bool redistribute_inputs = false;
+  // Check the local SPMD types (V, R, I, P) of every op inside fn. Not available yet: an Error.
+  bool spmd_types = false;
+};
+
+using LocalFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+// The wrapped function: with at least one DTensor argument it checks (or redistributes) the
+// DTensor arguments against in_placements, calls fn on their local tensors (plain arguments
+// pass through), and makes each output a DTensor with its out_placements (from_local, no check);
+// without DTensor arguments it is fn itself. Errors, worded as the seed's: in_placements of
+// another length than the arguments, a DTensor argument whose in_placements entry is nullopt or
+// differs (without redistribute_inputs), a non-tensor argument or output with placements, a
+// DTensor output, out_placements of another length than the outputs.
+LocalFn local_map(LocalFn fn, LocalMapOptions options);
+
+}  // namespace tessera
