@@ -9,39 +9,18 @@
 #include <cstdio>
 #include <vector>
 
+#include "spirals.h"
+
 namespace ts = tessera;
 
 namespace {
 
-constexpr int64_t kClasses = 3;
-constexpr int64_t kPointsPerClass = 100;
+using examples::Dataset;
+using examples::kClasses;
+
 constexpr int kSteps = 300;
 constexpr int kLogEvery = 50;
 constexpr double kTargetAccuracy = 0.95;
-
-struct Dataset {
-  ts::Tensor x;  // [N, 2] float32
-  ts::Tensor y;  // [N] int64
-};
-
-// Arm k: radius r from 0 to 1, angle 4 (k + r) plus Gaussian noise of std 0.2 (cs231n's spirals).
-Dataset spirals(ts::Generator& gen) {
-  const int64_t n = kClasses * kPointsPerClass;
-  const std::vector<float> noise = ts::randn({n}, ts::kFloat32, &gen).to_vector<float>();
-  std::vector<float> points;
-  std::vector<int64_t> labels;
-  for (int64_t k = 0; k < kClasses; ++k) {
-    for (int64_t i = 0; i < kPointsPerClass; ++i) {
-      const double r = static_cast<double>(i) / (kPointsPerClass - 1);
-      const double angle =
-          4.0 * (static_cast<double>(k) + r) + 0.2 * noise[k * kPointsPerClass + i];
-      points.push_back(static_cast<float>(r * std::sin(angle)));
-      points.push_back(static_cast<float>(r * std::cos(angle)));
-      labels.push_back(k);
-    }
-  }
-  return {ts::from_vector(points, {n, 2}), ts::from_vector(labels, {n})};
-}
 
 double accuracy(ts::nn::Module& model, const Dataset& data) {
   ts::NoGradGuard no_grad;
@@ -53,7 +32,7 @@ double accuracy(ts::nn::Module& model, const Dataset& data) {
 
 int main() {
   ts::Generator gen(2024);
-  const Dataset data = spirals(gen);
+  const Dataset data = examples::spirals(gen);
   ts::nn::MLP model({2, 64, 64, kClasses},
                     {.activation = ts::nn::Activation::ReLU, .generator = &gen});
   ts::optim::AdamW optimizer(model.parameters(), {.lr = 0.01, .weight_decay = 1e-4});

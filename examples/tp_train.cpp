@@ -11,39 +11,25 @@
 #include <cstdio>
 #include <vector>
 
+#include "spirals.h"
+
 namespace ts = tessera;
 
 namespace {
 
-constexpr int64_t kClasses = 3;
-constexpr int64_t kPointsPerClass = 100;
+using examples::Dataset;
+using examples::kClasses;
+
 constexpr int kSteps = 300;
 constexpr int kLogEvery = 50;
 constexpr int kRanks = 4;
 
-struct Dataset {
-  ts::Tensor x;  // [N, 2] float64
-  ts::Tensor y;  // [N] int64
-};
-
-// Three interleaved spiral arms (as mlp_train.cpp), from a fixed generator.
+// The spirals of mlp_train.cpp, in float64.
 Dataset spirals() {
   ts::Generator gen(2024);
-  const int64_t n = kClasses * kPointsPerClass;
-  const std::vector<float> noise = ts::randn({n}, ts::kFloat32, &gen).to_vector<float>();
-  std::vector<float> points;
-  std::vector<int64_t> labels;
-  for (int64_t k = 0; k < kClasses; ++k) {
-    for (int64_t i = 0; i < kPointsPerClass; ++i) {
-      const double r = static_cast<double>(i) / (kPointsPerClass - 1);
-      const double angle =
-          4.0 * (static_cast<double>(k) + r) + 0.2 * noise[k * kPointsPerClass + i];
-      points.push_back(static_cast<float>(r * std::sin(angle)));
-      points.push_back(static_cast<float>(r * std::cos(angle)));
-      labels.push_back(k);
-    }
-  }
-  return {ts::from_vector(points, {n, 2}).to(ts::kFloat64), ts::from_vector(labels, {n})};
+  Dataset d = examples::spirals(gen);
+  d.x = d.x.to(ts::kFloat64);
+  return d;
 }
 
 std::shared_ptr<ts::nn::MLP> make_model() {

@@ -11,26 +11,6 @@
 namespace tessera::dtensor_test {
 namespace {
 
-// Runs fn, expecting a tessera::Error whose message contains every needle.
-void expect_error(Failures& f, const std::string& what, const std::function<void()>& fn,
-                  const std::vector<std::string>& needles) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& needle : needles) {
-      if (msg.find(needle) == std::string::npos) {
-        f.push_back(what + ": message lacks \"" + needle + "\": " + msg);
-      }
-    }
-    return;
-  } catch (const std::exception& e) {
-    f.push_back(what + ": not a tessera::Error: " + e.what());
-    return;
-  }
-  f.push_back(what + ": no Error");
-}
-
 // Runs fn, which must not throw; returns whether it did not.
 bool expect_ok(Failures& f, const std::string& what, const std::function<void()>& fn) {
   try {

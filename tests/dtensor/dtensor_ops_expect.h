@@ -2,6 +2,7 @@
 // Shared checks of the tests of ops on DTensors: inputs of small integers (exact in float64) and
 // failure strings for on_mesh bodies (Catch2 assertions are not thread-safe in rank threads).
 
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -34,6 +35,26 @@ inline void expect_equal(Failures& f, const std::string& what, const Tensor& got
        << expected;
     f.push_back(os.str());
   }
+}
+
+// Records a failure unless fn raises a tessera::Error whose message has every needle.
+inline void expect_error(Failures& f, const std::string& what, const std::function<void()>& fn,
+                         const std::vector<std::string>& needles) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& needle : needles) {
+      if (msg.find(needle) == std::string::npos) {
+        f.push_back(what + ": message lacks \"" + needle + "\": " + msg);
+      }
+    }
+    return;
+  } catch (const std::exception& e) {
+    f.push_back(what + ": not a tessera::Error: " + e.what());
+    return;
+  }
+  f.push_back(what + ": no Error");
 }
 
 }  // namespace tessera::dtensor_test

@@ -8,21 +8,6 @@
 namespace tessera::dtensor_test {
 namespace {
 
-// Runs `call` and records a failure unless it raises an Error whose message has every word.
-void expect_error(Failures& f, const std::string& what, const std::function<void()>& call,
-                  const std::vector<std::string>& words) {
-  try {
-    call();
-    f.push_back(what + ": no error");
-  } catch (const Error& e) {
-    for (const std::string& w : words) {
-      if (std::string(e.what()).find(w) == std::string::npos) {
-        f.push_back(what + ": the message lacks '" + w + "': " + e.what());
-      }
-    }
-  }
-}
-
 TEST_CASE("local_map: the seed's mm with an all_reduce inside equals one device",
           "[dtensor][local_map]") {
   on_mesh({4}, [](const DeviceMesh& mesh) {
