@@ -23,6 +23,9 @@ struct DeviceMesh::State {
   std::map<std::vector<int64_t>, dist::ProcessGroupPtr> flattened;
   // See DeviceMesh::flattened_groups_mask (set by finish_state).
   uint64_t flattened_mask = 0;
+  // A sub-mesh's root mesh and its dims there (null root: this is a root).
+  std::shared_ptr<const State> root;
+  std::vector<int64_t> root_dims;
 };
 
 namespace {
@@ -193,6 +196,10 @@ DeviceMesh DeviceMesh::operator[](const std::vector<std::string>& names) const {
     sub->groups.push_back(state_->groups[d]);
   }
   sub->coordinate = sub_coord;
+  sub->root = state_->root != nullptr ? state_->root : state_;
+  for (int64_t d : dims) {
+    sub->root_dims.push_back(state_->root != nullptr ? state_->root_dims[d] : d);
+  }
   // A run of sub-mesh dims keeps its flattened group when the parent dims are contiguous too.
   for (const auto& [parent_dims, group] : state_->flattened) {
     std::vector<int64_t> local;
@@ -212,6 +219,17 @@ bool DeviceMesh::operator==(const DeviceMesh& other) const {
   if (state_ == other.state_) return true;
   return state_->device_type == other.state_->device_type && state_->shape == other.state_->shape &&
          state_->ranks == other.state_->ranks;
+}
+
+DeviceMesh DeviceMesh::root_mesh() const {
+  return state_->root != nullptr ? DeviceMesh(state_->root) : *this;
+}
+
+std::vector<int64_t> DeviceMesh::root_dims() const {
+  if (state_->root != nullptr) return state_->root_dims;
+  std::vector<int64_t> dims(state_->shape.size());
+  for (size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int64_t>(d);
+  return dims;
 }
 
 std::string DeviceMesh::to_string() const {

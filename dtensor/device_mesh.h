@@ -57,6 +57,12 @@ class DeviceMesh {
   DeviceMesh operator[](const std::string& mesh_dim_name) const;
   DeviceMesh operator[](const std::vector<std::string>& mesh_dim_names) const;
 
+  // The mesh this one was taken from with operator[] (itself when it was not), and the dims of
+  // that mesh this one's dims are: fully_shard on mesh["dp"] finds the 2-D mesh whose "tp" dim
+  // carries the parameters' tensor-parallel placements (torch's _get_root_mesh).
+  DeviceMesh root_mesh() const;
+  std::vector<int64_t> root_dims() const;
+
   // Which runs of contiguous mesh dims have a flattened group: bit i of a canonical enumeration
   // of the runs (first, last) with first < last (plans differ with it, so caches key on it).
   uint64_t flattened_groups_mask() const;

@@ -27,6 +27,15 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
+  // Gives the memory back while the Storage (and every view of it) lives on without data, and
+  // takes new memory of the same size (uninitialized) again: fully_shard frees the unsharded
+  // parameters that forward saved for backward, and refills them before backward (PyTorch
+  // resizes the storage to 0 and back). Reading a released storage is a caller bug; neither call
+  // changes the version counter (a refill restores what was saved).
+  void release_memory();
+  void reacquire_memory();
+  bool holds_memory() const { return !released_; }
+
   // Version counter shared by every view of this storage: bumped by each in-place write, read by
   // autograd to detect that a tensor saved for backward was modified.
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
@@ -51,6 +60,7 @@ class Storage {
     cuda::CudaBlock cuda_block_;
   };
   std::atomic<uint64_t> version_{0};
+  bool released_ = false;
 };
 
 }  // namespace tessera

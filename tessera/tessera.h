@@ -19,6 +19,7 @@
 #include "dtensor/factories.h"
 #include "dtensor/loss_parallel.h"
 #include "dtensor/parallel/distribute_module.h"
+#include "dtensor/parallel/fully_shard.h"
 #include "dtensor/parallel/local_map.h"
 #include "dtensor/parallel/parallelize.h"
 #include "dtensor/placement.h"

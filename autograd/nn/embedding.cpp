@@ -16,6 +16,8 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, TensorOption
       "weight", randn({num_embeddings, embedding_dim}, options.requires_grad(false), gen));
 }
 
-Tensor Embedding::forward(const Tensor& indices) { return embedding(weight_, indices); }
+Tensor Embedding::forward(const Tensor& indices) {
+  return embedding(parameter("weight"), indices);
+}
 
 }  // namespace tessera::nn

@@ -32,7 +32,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, TensorOptio
 Tensor Linear::forward(const Tensor& input) {
   TS_CHECK_SHAPE(input.dim() >= 1 && input.size(-1) == in_features_,
                  "[Linear] expected input of shape [..., ", in_features_, "], got ", input.shape());
-  return linear(input, weight_, bias_);
+  return linear(input, parameter("weight"), bias_.defined() ? parameter("bias") : Tensor());
 }
 
 }  // namespace tessera::nn

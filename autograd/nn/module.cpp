@@ -161,6 +161,25 @@ Tensor Module::register_parameter(const std::string& name, const Tensor& tensor,
   return param;
 }
 
+const Tensor& Module::parameter(const std::string& name) const {
+  if (!overrides_.empty()) {
+    const auto it = overrides_.find(name);
+    if (it != overrides_.end()) return it->second;
+  }
+  for (const auto& entry : parameters_) {
+    if (entry.first == name) return entry.second;
+  }
+  TS_CHECK(false, "[", name_, "::parameter] no parameter named \"", name, "\"");
+  return parameters_.front().second;  // not reached
+}
+
+void Module::override_parameter(const std::string& name, const Tensor& tensor) {
+  (void)parameter(name);  // checks the name
+  overrides_[name] = tensor;
+}
+
+void Module::restore_parameter(const std::string& name) { overrides_.erase(name); }
+
 Tensor Module::register_buffer(const std::string& name, const Tensor& tensor) {
   Tensor* existing = find_entry(buffers_, name);
   if (existing == nullptr) check_new_name(name, "register_buffer");

@@ -89,6 +89,16 @@ class Module {
     return module;
   }
 
+  // The tensor forward uses for parameter `name`: the registered one, or the one installed for
+  // the current call by override_parameter. Built-in modules read their parameters through it.
+  // Errors: no parameter of that name.
+  const Tensor& parameter(const std::string& name) const;
+  // Makes parameter(name) return `tensor` until restore_parameter(name), leaving the registered
+  // parameter as it is: fully_shard installs the unsharded parameter for a forward call this way
+  // (PyTorch's FSDP2 swaps the module attribute likewise). Errors: no parameter of that name.
+  void override_parameter(const std::string& name, const Tensor& tensor);
+  void restore_parameter(const std::string& name);
+
   // ---- traversal (registration order; children after the module's own entries) ----
   std::vector<Tensor> parameters(bool recurse = true) const;
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
@@ -145,6 +155,7 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::shared_ptr<detail::HookRegistry> hooks_ = std::make_shared<detail::HookRegistry>();
   std::map<std::string, std::shared_ptr<void>> extensions_;
+  std::map<std::string, Tensor> overrides_;
 };
 
 using ModulePtr = std::shared_ptr<Module>;

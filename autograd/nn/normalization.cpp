@@ -27,7 +27,8 @@ LayerNorm::LayerNorm(const Shape& normalized_shape, double eps, bool elementwise
 }
 
 Tensor LayerNorm::forward(const Tensor& input) {
-  return layer_norm(input, normalized_shape_, weight_, bias_, eps_);
+  return layer_norm(input, normalized_shape_, weight_.defined() ? parameter("weight") : Tensor(),
+                    bias_.defined() ? parameter("bias") : Tensor(), eps_);
 }
 
 RMSNorm::RMSNorm(const Shape& normalized_shape, std::optional<double> eps, bool elementwise_affine,
@@ -40,7 +41,7 @@ RMSNorm::RMSNorm(const Shape& normalized_shape, std::optional<double> eps, bool 
 }
 
 Tensor RMSNorm::forward(const Tensor& input) {
-  return rms_norm(input, normalized_shape_, weight_, eps_);
+  return rms_norm(input, normalized_shape_, weight_.defined() ? parameter("weight") : Tensor(), eps_);
 }
 
 }  // namespace tessera::nn

@@ -31,6 +31,12 @@ std::map<std::string, int64_t> CommDebugMode::get_comm_counts() const {
   return counts;
 }
 
+std::map<std::string, int64_t> CommDebugMode::get_comm_bytes() const {
+  std::map<std::string, int64_t> bytes;
+  for (const Event& e : events_) bytes[e.name] += e.bytes;
+  return bytes;
+}
+
 int64_t CommDebugMode::get_total_counts() const { return static_cast<int64_t>(events_.size()); }
 
 int64_t CommDebugMode::count(const std::string& name) const {

@@ -25,6 +25,8 @@ class CommDebugMode {
   // "all_to_all_single", "broadcast", ...) -> number issued.
   std::map<std::string, int64_t> get_comm_counts() const;
   int64_t get_total_counts() const;
+  // Collective name -> bytes issued (the message sizes of collectives/observer.h, summed).
+  std::map<std::string, int64_t> get_comm_bytes() const;
   // The count of one collective name (0 when none).
   int64_t count(const std::string& name) const;
   // One line per collective in issue order: index, name, group size, bytes, dtype, reduce op.

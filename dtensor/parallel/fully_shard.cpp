@@ -1,0 +1,300 @@
+#include "dtensor/parallel/fully_shard.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/function.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/parallel/distribute_module.h"
+#include "dtensor/sharding.h"
+#include "runtime/dispatch.h"
+#include "runtime/grad_mode.h"
+#include "runtime/ops.h"
+
+namespace tessera {
+
+namespace {
+
+constexpr const char* kFsdpKey = "tessera.fully_shard";
+
+// A parameter one fully_shard manages, and where its shard sits in the module's flat buffer.
+struct ManagedParam {
+  nn::Module* owner = nullptr;
+  std::string name;
+  Tensor param;  // the registered Shard(0) DTensor
+  Shape shape;
+  int64_t rows = 0;
+  int64_t row_numel = 0;
+  int64_t chunk_rows = 0;  // torch.chunk's chunk: ceil(rows / ranks); every rank pads to it
+  int64_t offset = 0;      // of this parameter's chunk in the flat buffer, in elements
+  // A parameter a parallel style had made a DTensor on the "tp" dim of a 2-D mesh: shape, rows
+  // and the gathered tensor are its tensor-parallel local shard, which forward sees wrapped as
+  // that DTensor again (tp_spec's mesh, placements and global shape).
+  std::shared_ptr<const DTensorSpec> tp_spec;
+};
+
+struct FsdpState {
+  dist::ProcessGroupPtr group;
+  FullyShardOptions options;
+  std::vector<ManagedParam> params;
+  int64_t flat_numel = 0;  // per rank
+  // Inside a module fully_shard'ed later. The outermost one (the root) keeps its parameters
+  // unsharded from forward to backward, as torch's FSDP2 does: backward would gather them again
+  // at once.
+  bool inner = false;
+};
+
+// all_gather of each rank's flat buffer; backward reduce_scatters the gradient (average over the
+// ranks: each rank's loss is the mean over its own batch, so the average is the gradient of the
+// whole batch's mean, as one device computes it).
+struct AllGatherFlat : autograd::Function<AllGatherFlat> {
+  static const char* name() { return "FullyShardAllGather"; }
+  static Tensor forward(autograd::AutogradContext* ctx, const Tensor& flat,
+                        dist::ProcessGroupPtr group, std::optional<DType> reduce_dtype) {
+    const int64_t n = group->size();
+    Tensor out = Tensor::make_empty({n * flat.numel()}, flat.dtype(), flat.device());
+    group->all_gather_into_tensor(out, flat.contiguous())->wait();
+    ctx->saved_data["group"] = group;
+    ctx->saved_data["reduce_dtype"] = reduce_dtype;
+    return out;
+  }
+  static std::vector<Tensor> backward(autograd::AutogradContext* ctx, std::vector<Tensor> grads) {
+    const auto group = std::any_cast<dist::ProcessGroupPtr>(ctx->saved_data.at("group"));
+    const auto reduce = std::any_cast<std::optional<DType>>(ctx->saved_data.at("reduce_dtype"));
+    const Tensor& g = grads[0];
+    const Tensor in = g.to(reduce.value_or(g.dtype())).contiguous();
+    Tensor out = Tensor::make_empty({in.numel() / group->size()}, in.dtype(), in.device());
+    group->reduce_scatter_tensor(out, in, dist::ReduceOp::Avg)->wait();
+    return {out.to(g.dtype())};
+  }
+};
+
+int64_t rows_of_rank(const ManagedParam& p, int64_t rank) {
+  return std::max<int64_t>(0, std::min(p.chunk_rows, p.rows - rank * p.chunk_rows));
+}
+
+// Each rank's padded flat buffer of its shards (in param_dtype), differentiable.
+Tensor flat_shards(const FsdpState& s) {
+  std::vector<Tensor> pieces;
+  for (const ManagedParam& p : s.params) {
+    Tensor flat = DTensor(p.param).to_local().reshape({-1});
+    if (s.options.param_dtype.has_value()) flat = flat.to(*s.options.param_dtype);
+    const int64_t pad = p.chunk_rows * p.row_numel - flat.numel();
+    if (pad > 0) flat = cat({flat, zeros({pad}, flat.options())});
+    pieces.push_back(flat);
+  }
+  return cat(pieces);
+}
+
+// Parameter p's part of rank r in the gathered buffer, and where it goes in the unsharded one.
+Tensor gathered_part(const FsdpState& s, const Tensor& gathered, const ManagedParam& p, int64_t r) {
+  return gathered.narrow(0, r * s.flat_numel + p.offset, rows_of_rank(p, r) * p.row_numel);
+}
+
+// The gathered tensor-parallel shard as the DTensor the parallel style made (differentiable: its
+// gradient comes back as that shard's).
+Tensor as_tensor_parallel(const Tensor& local, const DTensorSpec& spec) {
+  return DTensor::from_local(local, spec.mesh, spec.placements,
+                             {.shape = spec.shape, .stride = spec.stride});
+}
+
+// Gathers the managed parameters and installs the unsharded ones for this call; returns them.
+std::vector<Tensor> unshard(FsdpState& s) {
+  if (s.params.empty()) return {};  // a root whose parameters inner fully_shards manage
+  const std::optional<DType> reduce =
+      s.options.reduce_dtype.has_value() ? s.options.reduce_dtype : s.options.param_dtype;
+  const Tensor gathered = AllGatherFlat::apply(flat_shards(s), s.group, reduce);
+  std::vector<Tensor> unsharded;
+  for (const ManagedParam& p : s.params) {
+    std::vector<Tensor> parts;
+    for (int64_t r = 0; r < s.group->size(); ++r) parts.push_back(gathered_part(s, gathered, p, r));
+    unsharded.push_back(cat(parts).view(p.shape));
+    p.owner->override_parameter(p.name, p.tp_spec == nullptr
+                                            ? unsharded.back()
+                                            : as_tensor_parallel(unsharded.back(), *p.tp_spec));
+  }
+  return unsharded;
+}
+
+// Before backward reaches a resharded call: gathers the shards again into the unsharded tensors
+// forward saved (their memory was released), without a version bump: the values are those
+// saved.
+void refill(const FsdpState& s, const std::vector<Tensor>& unsharded) {
+  NoGradGuard no_grad;
+  const Tensor flat = flat_shards(s).contiguous();
+  Tensor gathered =
+      Tensor::make_empty({s.group->size() * flat.numel()}, flat.dtype(), flat.device());
+  s.group->all_gather_into_tensor(gathered, flat)->wait();
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    const ManagedParam& p = s.params[i];
+    const Tensor& u = unsharded[i];
+    u.storage()->reacquire_memory();
+    const Tensor dst = u.view({-1});
+    int64_t at = 0;
+    for (int64_t r = 0; r < s.group->size(); ++r) {
+      const Tensor part = gathered_part(s, gathered, p, r);
+      kernels_for(dst, "fully_shard").copy(dst.narrow(0, at, part.numel()), part);
+      at += part.numel();
+    }
+  }
+}
+
+// After forward: the registered shards are what the module shows again; with
+// reshard_after_forward the unsharded tensors give their memory back until backward needs them.
+void reshard(const std::shared_ptr<FsdpState>& s, const std::vector<Tensor>& unsharded,
+             const Tensor& output) {
+  for (const ManagedParam& p : s->params) p.owner->restore_parameter(p.name);
+  if (!s->options.reshard_after_forward || !s->inner || unsharded.empty()) return;
+  for (const Tensor& u : unsharded) u.storage()->release_memory();
+  if (output.defined() && output.requires_grad()) {
+    output.register_hook([s, unsharded](const Tensor&) {
+      refill(*s, unsharded);
+      return Tensor();
+    });
+  }
+}
+
+// The runs of `runs` (one tensor dim's global indices, in local order) at local positions
+// [start, start + length), empty runs dropped.
+std::vector<dtensor::Run> narrow_runs(const std::vector<dtensor::Run>& runs, int64_t start,
+                                      int64_t length) {
+  std::vector<dtensor::Run> out;
+  int64_t at = 0;
+  for (const dtensor::Run& r : runs) {
+    const int64_t lo = std::max(start, at), hi = std::min(start + length, at + r.size);
+    if (lo < hi) out.push_back({r.offset + lo - at, hi - lo});
+    at += r.size;
+  }
+  return out;
+}
+
+std::vector<std::vector<dtensor::Run>> without_empty_runs(
+    std::vector<std::vector<dtensor::Run>> d) {
+  for (auto& runs : d) std::erase_if(runs, [](const dtensor::Run& r) { return r.size == 0; });
+  return d;
+}
+
+// A parameter that a parallel style made a DTensor on the "tp" dim of a 2-D mesh whose other
+// dim is `dp`: registers its dp chunk (of the tp shard's rows) as a DTensor on the 2-D mesh,
+// Shard(0) on dp (StridedShard(0, tp size) when tp shards rows too and dp comes first in the
+// mesh, as torch's FSDP2 + TP), the tp placement on tp.
+Tensor shard_tensor_parallel(const std::string& path, const DTensor& d, const DeviceMesh& dp,
+                             ManagedParam& p) {
+  const DeviceMesh& tp = d.device_mesh();
+  const DeviceMesh root = dp.root_mesh();
+  TS_CHECK(tp.ndim() == 1 && root.ndim() == 2 && tp.root_mesh() == root &&
+               tp.root_dims() != dp.root_dims(),
+           "[fully_shard] parameter '", path, "' is a DTensor on ", tp.to_string(),
+           "; fully_shard shards a DTensor parameter only on the other dim of the 2-D mesh its "
+           "mesh is a dim of (e.g. parallelize_module(m, mesh[\"tp\"], plan) then fully_shard(m, "
+           "mesh[\"dp\"])), and this mesh is ",
+           dp.to_string(), " of ", root.to_string());
+  const Placement tp_placement = d.placements()[0];
+  TS_CHECK(
+      tp_placement.is_replicate() || (tp_placement.is_shard() && !tp_placement.is_strided_shard()),
+      "[fully_shard] parameter '", path, "' has placement ", tp_placement.to_string(), " on ",
+      tp.to_string(), "; fully_shard takes Replicate or Shard(d) tensor-parallel parameters");
+  const int64_t dp_dim = dp.root_dims()[0], tp_dim = tp.root_dims()[0];
+  Placements placements(2, Replicate());
+  placements[tp_dim] = tp_placement;
+  placements[dp_dim] = tp_placement.is_shard(0) && dp_dim < tp_dim
+                           ? Placement(StridedShard(0, root.size(tp_dim)))
+                           : Placement(Shard(0));
+  DTensorSpec spec{root, placements, d.sizes(), d.spec().stride, d.dtype()};
+  // Every rank's dp chunk of its tp shard's rows must be the block the 2-D placements give it
+  // (uneven tp shards can make StridedShard describe another one, e.g. 7 rows on dp 3 x tp 2).
+  // Checked for all ranks, so that all raise or none.
+  for (int64_t i = 0; i < dp.size(); ++i) {
+    for (int64_t j = 0; j < tp.size(); ++j) {
+      const std::vector<int64_t> tp_coord{j};
+      std::vector<int64_t> coord(2);
+      coord[dp_dim] = i;
+      coord[tp_dim] = j;
+      const dtensor::Run rows = dtensor::chunk_of(d.spec().local_shape(tp_coord)[0], dp.size(), i);
+      auto expected = d.spec().global_runs(tp_coord);
+      expected[0] = narrow_runs(expected[0], rows.offset, rows.size);
+      TS_CHECK(without_empty_runs(expected) == without_empty_runs(spec.global_runs(coord)),
+               "[fully_shard] parameter '", path, "' of shape ", d.sizes(), " with ",
+               tp_placement.to_string(), " on ", tp.to_string(), ": cutting its tensor-parallel ",
+               "shards' rows over ", dp.size(), " data-parallel ranks gives blocks that ",
+               "placements ", placements, " on ", root.to_string(),
+               " do not describe; make dim 0 divisible by the mesh size");
+    }
+  }
+  p.tp_spec = d.spec_ptr();
+  const dtensor::Run rows = dtensor::chunk_of(p.rows, dp.size(), dp.get_local_rank(0));
+  Tensor leaf;
+  {
+    NoGradGuard no_grad;
+    const Tensor chunk = d.to_local().detach().narrow(0, rows.offset, rows.size).clone();
+    leaf =
+        DTensor::from_local(chunk, root, placements, {.shape = spec.shape, .stride = spec.stride});
+  }
+  if (d.requires_grad()) leaf.requires_grad_();
+  return leaf;
+}
+
+// The modules of `root`'s subtree whose parameters it manages: not inside an inner fully_shard.
+void collect(nn::Module& m, const std::string& prefix, bool is_root, const DeviceMesh& mesh,
+             FsdpState& s) {
+  if (!is_root && m.extension(kFsdpKey) != nullptr) {
+    std::static_pointer_cast<FsdpState>(m.extension(kFsdpKey))->inner = true;
+    return;
+  }
+  for (const auto& [name, t] : m.named_parameters(/*recurse=*/false)) {
+    const std::string path = prefix + name;
+    TS_CHECK(t.dim() >= 1, "[fully_shard] parameter '", path,
+             "' is 0-dim; fully_shard shards dim 0 of every parameter");
+    // A DTensor parameter is sharded over dp as its tensor-parallel shard.
+    const Tensor local = t.is_distributed() ? DTensor(t).to_local() : t;
+    const int64_t n = mesh.size();
+    ManagedParam p;
+    p.owner = &m;
+    p.name = name;
+    p.shape = local.sizes();
+    p.rows = local.size(0);
+    p.row_numel = p.rows == 0 ? 0 : local.numel() / p.rows;
+    p.chunk_rows = (p.rows + n - 1) / n;
+    p.offset = s.flat_numel;
+    s.flat_numel += p.chunk_rows * p.row_numel;
+    const Tensor sharded = t.is_distributed() ? shard_tensor_parallel(path, DTensor(t), mesh, p)
+                                              : detail::distribute_leaf(t, mesh, {Shard(0)});
+    p.param = m.register_parameter(name, sharded, t.requires_grad());
+    s.params.push_back(std::move(p));
+  }
+  for (const auto& [name, child] : m.named_children()) {
+    collect(*child, prefix + name + ".", false, mesh, s);
+  }
+}
+
+}  // namespace
+
+void fully_shard(nn::Module& module, const DeviceMesh& mesh, FullyShardOptions options) {
+  TS_CHECK(mesh.ndim() == 1,
+           "[fully_shard] expects a 1-D mesh (the data-parallel mesh dim), got "
+           "a ",
+           mesh.ndim(), "-D mesh of shape ", mesh.shape(),
+           "; pass one dim of it, e.g. mesh[\"dp\"]");
+  TS_CHECK(module.extension(kFsdpKey) == nullptr, "[fully_shard] this ", module.name(),
+           " was fully_shard'ed before");
+  auto state = std::make_shared<FsdpState>();
+  state->group = mesh.get_group(0);
+  state->options = options;
+  collect(module, "", true, mesh, *state);
+  module.set_extension(kFsdpKey, state);
+  // The unsharded tensors of the call in flight (pre-hook to hook of one call).
+  auto in_flight = std::make_shared<std::vector<Tensor>>();
+  module.register_forward_pre_hook([state, in_flight](nn::Module&, const Tensor&) {
+    *in_flight = unshard(*state);
+    return Tensor();
+  });
+  module.register_forward_hook(
+      [state, in_flight](nn::Module&, const Tensor&, const Tensor& output) {
+        reshard(state, *in_flight, output);
+        in_flight->clear();
+        return Tensor();
+      });
+}
+
+}  // namespace tessera

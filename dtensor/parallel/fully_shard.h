@@ -1,0 +1,45 @@
+#pragma once
+// fully_shard (PyTorch's FSDP2, torch.distributed.fsdp.fully_shard): a module's parameters become
+// Shard(0) DTensors on a mesh; each call gathers them (one all_gather of one flat buffer per
+// fully_shard'ed module), runs forward on plain tensors with the unsharded parameters, and the
+// backward reduce_scatters (averages) the gradients into the shards (one reduce_scatter per
+// module). Apply it to the inner modules first (each layer), then to the root: a module manages
+// the parameters of its subtree that no inner fully_shard manages.
+//
+// reshard_after_forward (the default) gives the unsharded parameters' memory back after forward
+// and gathers them again when backward reaches the module's output (PyTorch's FSDP2 resharding):
+// forward and backward each all_gather once per module. Without it they stay until backward. The
+// outermost fully_shard'ed module (the root: fully_shard'ed last, inside no other) keeps its
+// parameters until backward either way, as torch's FSDP2: backward would gather them at once.
+//
+// 2-D (torch's FSDP2 + TP): fully_shard(m, mesh["dp"]) after parallelize_module(m, mesh["tp"],
+// plan) shards each tensor-parallel shard's rows over dp; the parameters become DTensors on the
+// 2-D mesh (Shard(0) on dp, or StridedShard(0, tp size) when tp shards rows too and dp is the
+// first mesh dim), and forward sees them as the tp DTensors the styles made.
+//
+// Parameters with fewer rows than ranks are fine: torch.chunk gives the trailing ranks empty
+// shards, padded with zeros in the flat buffers (an 8-row weight on 4 ranks holds 2 rows each; a
+// 3-row bias holds 1, 1, 1, 0).
+
+#include <optional>
+
+#include "autograd/nn/module.h"
+#include "dtensor/device_mesh.h"
+#include "runtime/dtype.h"
+
+namespace tessera {
+
+struct FullyShardOptions {
+  bool reshard_after_forward = true;
+  // Gather and compute in this dtype (the shards keep theirs).
+  std::optional<DType> param_dtype = std::nullopt;
+  // Reduce gradients in this dtype (default: param_dtype, else the parameter's).
+  std::optional<DType> reduce_dtype = std::nullopt;
+};
+
+// Errors: a mesh that is not 1-D, a module fully_shard'ed before, a 0-dim parameter, a DTensor
+// parameter not on the other dim of the 2-D mesh `mesh` is a dim of (or Partial there), a 2-D
+// layout placements cannot describe (uneven tensor-parallel rows, see fully_shard.cpp).
+void fully_shard(nn::Module& module, const DeviceMesh& mesh, FullyShardOptions options = {});
+
+}  // namespace tessera
