@@ -12,6 +12,7 @@
 #include <functional>
 #include <sstream>
 
+#include "examples/transformer_block.h"
 #include "tests/dtensor/dtensor_ops_expect.h"
 
 namespace tessera::dtensor_test {
@@ -32,42 +33,13 @@ std::shared_ptr<nn::Module> make_mlp() {
 // Parameter elements: W0 [16, 8], b0 [16], W2 [4, 16], b2 [4].
 constexpr int64_t kMlpParams = kHiddenMlp * kIn + kHiddenMlp + kOut * kHiddenMlp + kOut;
 
-constexpr int64_t kBatch = 4, kSeq = 8, kModel = 8, kHeads = 4, kHidden = 16;
+constexpr int64_t kBatch = 4, kSeq = 8, kModel = 8, kHidden = 16;
 
-// Pre-norm causal attention + GELU MLP with residuals. Views use the sizes of the tensors they
-// get (global sizes on DTensors), so the same forward runs on one device and sharded.
-class Block : public nn::Module {
- public:
-  Block() : Module("Block") {
-    manual_seed(22);
-    const TensorOptions o = kFloat64;
-    ln1 =
-        register_module("ln1", std::make_shared<nn::LayerNorm>(Shape{kModel}, 1e-5, true, true, o));
-    for (const char* name : {"wq", "wk", "wv", "wo"}) {
-      attn[name] = register_module(name, std::make_shared<nn::Linear>(kModel, kModel, true, o));
-    }
-    ln2 =
-        register_module("ln2", std::make_shared<nn::LayerNorm>(Shape{kModel}, 1e-5, true, true, o));
-    up = register_module("up", std::make_shared<nn::Linear>(kModel, kHidden, true, o));
-    down = register_module("down", std::make_shared<nn::Linear>(kHidden, kModel, true, o));
-  }
-  Tensor forward(const Tensor& x) override {
-    const Tensor h = (*ln1)(x);
-    const Tensor q = heads((*attn["wq"])(h)), k = heads((*attn["wk"])(h)),
-                 v = heads((*attn["wv"])(h));
-    const Tensor a = scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
-    const Tensor x1 = x + (*attn["wo"])(a.transpose(1, 2).reshape({a.size(0), a.size(2), kModel}));
-    return x1 + (*down)(gelu((*up)((*ln2)(x1))));
-  }
-
- private:
-  static Tensor heads(const Tensor& t) {
-    return t.view({t.size(0), t.size(1), kHeads, kModel / kHeads}).transpose(1, 2);
-  }
-  std::shared_ptr<nn::LayerNorm> ln1, ln2;
-  std::map<std::string, std::shared_ptr<nn::Linear>> attn;
-  std::shared_ptr<nn::Linear> up, down;
-};
+std::shared_ptr<nn::Module> make_block() {
+  manual_seed(22);
+  return std::make_shared<examples::TransformerBlock>(
+      examples::BlockConfig{.model = kModel, .heads = 4, .hidden = kHidden});
+}
 // Parameter elements: two LayerNorms (weight, bias), four [8, 8] projections with bias, up and
 // down with bias.
 constexpr int64_t kLayerNorm = 2 * kModel, kProj = kModel * kModel + kModel;
@@ -142,15 +114,7 @@ std::function<void(nn::Module&, const DeviceMesh&)> tp(std::map<std::string, Par
 
 const std::map<std::string, ParallelStyle> kMlpTp{{"0", ColwiseParallel{}},
                                                   {"2", RowwiseParallel{}}};
-// Attention by heads: q, k, v column-sharded and kept DTensors so that the views by head see the
-// global sizes; wo row-sharded.
-const std::map<std::string, ParallelStyle> kBlockTp{
-    {"wq", ColwiseParallel{.use_local_output = false}},
-    {"wk", ColwiseParallel{.use_local_output = false}},
-    {"wv", ColwiseParallel{.use_local_output = false}},
-    {"wo", RowwiseParallel{}},
-    {"up", ColwiseParallel{.use_local_output = false}},
-    {"down", RowwiseParallel{}}};
+const std::map<std::string, ParallelStyle> kBlockTp = examples::block_tensor_parallel_plan();
 
 std::vector<Strategy> mlp_strategies() {
   const int64_t act = kRowsMlp * kOut;  // the output [8, 4]
@@ -219,20 +183,12 @@ std::vector<Strategy> mlp_strategies() {
   };
 }
 
-const std::map<std::string, ParallelStyle> kBlockSp{
-    {"ln1", SequenceParallel{}},
-    {"wq", ColwiseParallel{.input_layouts = Shard(1), .use_local_output = false}},
-    {"wk", ColwiseParallel{.input_layouts = Shard(1), .use_local_output = false}},
-    {"wv", ColwiseParallel{.input_layouts = Shard(1), .use_local_output = false}},
-    {"wo", RowwiseParallel{.output_layouts = Shard(1), .use_local_output = false}},
-    {"ln2", SequenceParallel{}},
-    {"up", ColwiseParallel{.input_layouts = Shard(1), .use_local_output = false}},
-    {"down", RowwiseParallel{.output_layouts = Shard(1), .use_local_output = false}}};
+const std::map<std::string, ParallelStyle> kBlockSp = examples::block_sequence_parallel_plan();
 constexpr int64_t kFsdpTpFlat = (2 * kLayerNorm / 2) + 3 * (4 * kModel / 2 + 2) +
                                 (kModel * kModel / 2 / 2 + 4) + 2 * (kModel * kModel / 2 + 4);
 
 std::vector<Strategy> block_strategies() {
-  const std::vector<std::string> modules{"ln1", "wq", "wk", "wv", "wo", "ln2", "up", "down"};
+  const std::vector<std::string> modules = examples::TransformerBlock::parameter_modules();
   return {
       {"DP",
        {4},
@@ -367,7 +323,7 @@ TEST_CASE("an MLP trains as on one device under DP, TP, SP, FSDP and FSDP x TP",
 
 TEST_CASE("a transformer block trains as on one device under DP, TP, SP, FSDP and FSDP x TP",
           "[dtensor][strategies]") {
-  check_strategies([] { return std::make_shared<Block>(); }, ints({kBatch, kSeq, kModel}, 3) / 10,
+  check_strategies(make_block, ints({kBatch, kSeq, kModel}, 3) / 10,
                    ints({kBatch, kSeq, kModel}, 4) / 10, block_strategies());
 }
 
