@@ -1,0 +1,113 @@
+// tessera-shardbench's parts: the alpha-beta fit, the closed-form collectives of every strategy
+// against what a measured run issues (CommDebugMode's counting), the losses of every strategy
+// against one device, and the command line's errors.
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "tools/shardbench/options.h"
+#include "tools/shardbench/predict.h"
+
+namespace tessera::shardbench {
+namespace {
+
+TEST_CASE("fit_alpha_beta recovers the line of synthetic timings", "[shardbench]") {
+  const double alpha = 12e-6, beta = 1.0 / 3e9;
+  std::vector<double> bytes, exact, noisy;
+  for (double b : {16e3, 128e3, 1e6, 4e6, 16e6}) {
+    bytes.push_back(b);
+    exact.push_back(alpha + beta * b);
+  }
+  const AlphaBeta fit = fit_alpha_beta(bytes, exact);
+  CHECK(fit.alpha_s == Approx(alpha).epsilon(1e-9));
+  CHECK(fit.beta_s_per_byte == Approx(beta).epsilon(1e-9));
+  // +-1% alternating noise moves the slope by about as much.
+  for (size_t i = 0; i < exact.size(); ++i) noisy.push_back(exact[i] * (i % 2 ? 1.01 : 0.99));
+  const AlphaBeta rough = fit_alpha_beta(bytes, noisy);
+  CHECK(rough.beta_s_per_byte == Approx(beta).epsilon(0.02));
+  // A negative intercept from noise becomes 0 and the slope goes through the origin.
+  const AlphaBeta origin = fit_alpha_beta({1e6, 2e6}, {0.9e-3, 2.0e-3});
+  CHECK(origin.alpha_s == 0.0);
+  CHECK(origin.beta_s_per_byte == Approx((0.9e-3 * 1e6 + 2.0e-3 * 2e6) / (1e12 + 4e12)));
+  CHECK_THROWS_WITH(fit_alpha_beta({1.0}, {1.0}), Catch::Contains("at least two"));
+  CHECK_THROWS_WITH(fit_alpha_beta({1.0, 1.0}, {1.0, 2.0}), Catch::Contains("different"));
+}
+
+ModelConfig small(const std::string& preset) {
+  ModelConfig c;
+  c.preset = preset;
+  c.layers = 1;
+  c.hidden = 16;
+  c.heads = 4;
+  c.seq = 8;
+  c.batch = 4;
+  c.vocab = 32;
+  c.dtype = kFloat64;
+  return c;
+}
+
+TEST_CASE("every strategy's collectives equal its closed form and its loss one device's",
+          "[shardbench]") {
+  for (const std::string preset : {"mlp", "transformer"}) {
+    const ModelConfig c = small(preset);
+    const RunOptions run{.steps = 1, .warmup = 1};
+    const Measurement one = measure(strategy_named("single", 4), c, run, {});
+    for (const char* name : {"dp", "tp", "sp", "fsdp", "fsdp_tp"}) {
+      const Strategy s = strategy_named(name, 4);
+      INFO(preset << " " << s.name);
+      const Measurement m = measure(s, c, run, {});
+      CHECK(m.collectives == expected_collectives(s, c));
+      for (size_t i = 0; i < one.losses.size(); ++i) {
+        CHECK(m.losses[i] == Approx(one.losses[i]).epsilon(1e-12));
+      }
+    }
+  }
+}
+
+// The formulas of the issue, written independently of expected_collectives for the cases where
+// they are one line (float64: 8 bytes; 4 ranks; sizes divisible by 4).
+TEST_CASE("closed forms: DP all_reduces the gradients, FSDP gathers twice and reduce_scatters once",
+          "[shardbench]") {
+  const ModelConfig c = small("mlp");
+  const int64_t params = parameter_count(c), b = 8;
+  CHECK(params == 16 * 64 + 64 + 64 * 16 + 16);
+  auto find = [](const std::vector<CollectiveTotal>& list, const std::string& kind) {
+    for (const CollectiveTotal& t : list) {
+      if (t.kind == kind) return t;
+    }
+    return CollectiveTotal{};
+  };
+  const auto dp = expected_collectives(strategy_named("dp", 4), c);
+  CHECK(find(dp, "all_reduce").bytes == params * b);  // ring traffic 2 (N-1)/N of it
+  const auto fsdp = expected_collectives(strategy_named("fsdp", 4), c);
+  CHECK(find(fsdp, "all_gather_into_tensor").bytes == 2 * params * b);  // forward + backward
+  CHECK(find(fsdp, "reduce_scatter_tensor").bytes == params * b);
+  const auto tp = expected_collectives(strategy_named("tp", 4), c);
+  CHECK(find(tp, "all_reduce").bytes == c.batch * c.seq * c.hidden * b);  // one per MLP
+}
+
+TEST_CASE("tessera-shardbench flags and plan files: errors say what is valid", "[shardbench]") {
+  using V = std::vector<std::string>;
+  CHECK(parse_options({"--layers", "3", "--dtype", "bf16"}).model.layers == 3);
+  CHECK_THROWS_WITH(parse_options(V{"--layer", "3"}), Catch::Contains("unknown flag --layer"));
+  CHECK_THROWS_WITH(parse_options(V{"--layers"}), Catch::Contains("expects a value"));
+  CHECK_THROWS_WITH(parse_options(V{"--layers", "two"}), Catch::Contains("expects an integer"));
+  CHECK_THROWS_WITH(parse_options(V{"--batch", "0"}), Catch::Contains("must be >= 1"));
+  CHECK_THROWS_WITH(parse_options(V{"--dtype", "f16"}), Catch::Contains("f32, f64 or bf16"));
+  CHECK_THROWS_WITH(parse_options(V{"--hidden", "30", "--heads", "8"}),
+                    Catch::Contains("must divide --hidden"));
+  CHECK_THROWS_WITH(strategy_named("ddp", 4), Catch::Contains("valid: single, dp, tp"));
+  CHECK_THROWS_WITH(strategy_named("fsdp_tp", 3), Catch::Contains("odd"));
+  const std::string path = "shardbench_test_plan.txt";
+  { std::ofstream(path) << "# a plan\n0 colwise\n2 rowwise dtensor\n"; }
+  CHECK(plan_from_file(path, 4).plan.size() == 2);
+  { std::ofstream(path) << "0 colwise\n2 diagonal\n"; }
+  CHECK_THROWS_WITH(plan_from_file(path, 4),
+                    Catch::Contains(path + ":2") && Catch::Contains("valid: colwise, rowwise"));
+  std::remove(path.c_str());
+  CHECK_THROWS_WITH(plan_from_file("no/such/plan", 4), Catch::Contains("cannot read"));
+}
+
+}  // namespace
+}  // namespace tessera::shardbench

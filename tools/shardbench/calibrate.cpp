@@ -1,0 +1,120 @@
+#include "tools/shardbench/calibrate.h"
+
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace tessera::shardbench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double time_median(const std::function<void()>& f, int reps) {
+  f();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return median(t);
+}
+
+const char* const kKinds[] = {"all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"};
+
+// Seconds of one collective of `kind` with whole messages of `bytes` on group g (float32).
+double time_collective(const std::string& kind, const dist::ProcessGroupPtr& g, int64_t bytes,
+                       const dist::ProcessGroupPtr& world) {
+  const int64_t n = bytes / 4;
+  const Tensor whole = zeros({n}, kFloat32), part = zeros({n / g->size()}, kFloat32);
+  std::function<void()> call;
+  if (kind == "all_reduce") call = [&] { g->all_reduce(whole)->wait(); };
+  if (kind == "all_gather_into_tensor")
+    call = [&] { g->all_gather_into_tensor(whole, part)->wait(); };
+  if (kind == "reduce_scatter_tensor")
+    call = [&] { g->reduce_scatter_tensor(part, whole)->wait(); };
+  return time_median(
+      [&] {
+        world->barrier();
+        call();
+      },
+      5);
+}
+
+}  // namespace
+
+AlphaBeta fit_alpha_beta(const std::vector<double>& bytes, const std::vector<double>& seconds) {
+  TS_CHECK(bytes.size() == seconds.size() && bytes.size() >= 2,
+           "[fit_alpha_beta] needs at least two (bytes, seconds) points of equal count, got ",
+           bytes.size(), " and ", seconds.size());
+  const double n = static_cast<double>(bytes.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    sx += bytes[i];
+    sy += seconds[i];
+    sxx += bytes[i] * bytes[i];
+    sxy += bytes[i] * seconds[i];
+  }
+  const double denom = n * sxx - sx * sx;
+  TS_CHECK(denom > 0, "[fit_alpha_beta] needs at least two different message sizes");
+  AlphaBeta ab;
+  ab.beta_s_per_byte = (n * sxy - sx * sy) / denom;
+  ab.alpha_s = (sy - ab.beta_s_per_byte * sx) / n;
+  if (ab.alpha_s < 0) {
+    ab.alpha_s = 0;
+    ab.beta_s_per_byte = sxy / sxx;
+  }
+  ab.beta_s_per_byte = std::max(0.0, ab.beta_s_per_byte);
+  return ab;
+}
+
+const AlphaBeta& Calibration::line(const std::string& kind, int group_size) const {
+  const auto it = collectives.find(kind + "/" + std::to_string(group_size));
+  TS_CHECK(it != collectives.end(), "[tessera-shardbench] no calibration of ", kind,
+           " on groups of ", group_size);
+  return it->second;
+}
+
+Calibration calibrate(const std::vector<Shape>& mesh_shapes, const Measurement& single) {
+  Calibration cal;
+  cal.single = single;
+  cal.cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  {
+    const Tensor a = randn({512, 512}), b = randn({512, 512});
+    Tensor c = matmul(a, b);
+    cal.gemm_flops_per_s = 2.0 * 512 * 512 * 512 / time_median([&] { c = matmul(a, b); }, 5);
+    const Tensor src = randn({16 << 20});
+    Tensor dst = empty({16 << 20});
+    const double s = time_median([&] { dst.copy_(src); }, 5);
+    cal.copy_bytes_per_s = 2.0 * static_cast<double>(src.numel() * 4) / s;
+  }
+  const std::vector<int64_t> sizes{16 << 10, 128 << 10, 1 << 20, 4 << 20};
+  std::mutex mutex;
+  for (const Shape& shape : mesh_shapes) {
+    dist::run_threads(static_cast<int>(shape.numel()), [&](dist::ProcessGroupPtr world) {
+      const DeviceMesh mesh(DeviceType::CPU, shape);
+      for (int64_t d = 0; d < mesh.ndim(); ++d) {
+        const dist::ProcessGroupPtr g = mesh.get_group(d);
+        for (const char* kind : kKinds) {
+          const std::string key = std::string(kind) + "/" + std::to_string(g->size());
+          std::vector<double> xs, ys;
+          for (int64_t bytes : sizes) {
+            const int64_t whole = bytes / (4 * g->size()) * 4 * g->size();
+            xs.push_back(static_cast<double>(whole));
+            ys.push_back(time_collective(kind, g, whole, world));
+          }
+          if (world->rank() == 0) {
+            std::lock_guard<std::mutex> lock(mutex);
+            cal.collectives[key] = fit_alpha_beta(xs, ys);
+          }
+        }
+      }
+    });
+  }
+  return cal;
+}
+
+}  // namespace tessera::shardbench

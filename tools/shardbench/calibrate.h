@@ -1,0 +1,43 @@
+#pragma once
+// Calibration: the cost model tessera-shardbench predicts with, measured on this machine and
+// backend — an alpha-beta line per collective kind and group size (a sweep of message sizes),
+// float32 GEMM FLOP/s and copy bandwidth, and the model's one-device step.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tools/shardbench/measure.h"
+
+namespace tessera::shardbench {
+
+// seconds = alpha_s + beta_s_per_byte * bytes (bytes: the whole message, as CommDebugMode).
+struct AlphaBeta {
+  double alpha_s = 0.0;
+  double beta_s_per_byte = 0.0;
+  double seconds(int64_t count, int64_t bytes) const {
+    return static_cast<double>(count) * alpha_s + beta_s_per_byte * static_cast<double>(bytes);
+  }
+};
+
+// Least squares of seconds against bytes, both clamped at >= 0 (a negative intercept from noise
+// becomes 0 and the slope is refitted through the origin). Errors: fewer than two points, sizes
+// that differ in length.
+AlphaBeta fit_alpha_beta(const std::vector<double>& bytes, const std::vector<double>& seconds);
+
+struct Calibration {
+  // "all_reduce/4" -> its line on groups of 4 ranks.
+  std::map<std::string, AlphaBeta> collectives;
+  double gemm_flops_per_s = 0.0;  // float32 matmul 512^3, one thread
+  double copy_bytes_per_s = 0.0;  // 64 MiB copy, read + write
+  int64_t cores = 1;
+  Measurement single;  // the model's one-device step
+  // Of a kind on a group size; Error when not calibrated.
+  const AlphaBeta& line(const std::string& kind, int group_size) const;
+};
+
+// Sweeps every collective kind the strategies issue over the group sizes of their meshes.
+Calibration calibrate(const std::vector<Shape>& mesh_shapes, const Measurement& single);
+
+}  // namespace tessera::shardbench

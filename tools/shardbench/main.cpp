@@ -1,0 +1,91 @@
+// tessera-shardbench: see tools/README.md and --help.
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "tools/shardbench/options.h"
+#include "tools/shardbench/report.h"
+
+namespace sb = tessera::shardbench;
+
+namespace {
+
+// One line redrawn in place: "[=====     ] strategy".
+class ProgressBar {
+ public:
+  explicit ProgressBar(int total) : total_(total) {}
+  void step(const std::string& what) {
+    ++done_;
+    const int filled = done_ * 30 / total_;
+    fmt::print(stderr, "\r[{:<30}] {:>3}% {:<24}", std::string(static_cast<size_t>(filled), '='),
+               done_ * 100 / total_, what);
+    if (done_ == total_) fmt::print(stderr, "\r{:<64}\r", "");
+  }
+
+ private:
+  int total_;
+  int done_ = 0;
+};
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  TS_CHECK(out.good(), "[tessera-shardbench] cannot write '", path, "'");
+  out << text;
+}
+
+int run(const sb::Options& o) {
+  std::vector<sb::Strategy> strategies;
+  for (const std::string& name : o.strategies)
+    strategies.push_back(sb::strategy_named(name, o.ranks));
+  if (!o.plan_file.empty()) strategies.push_back(sb::plan_from_file(o.plan_file, o.ranks));
+  // One device first: the losses every strategy must follow, and the compute calibration.
+  const sb::Strategy single = sb::strategy_named("single", o.ranks);
+  const int steps = o.run.warmup + o.run.steps;
+  ProgressBar bar(steps * static_cast<int>(strategies.size() + 1) + 1);
+  const sb::Measurement one = sb::measure(single, o.model, o.run, [&] { bar.step("one device"); });
+  std::vector<tessera::Shape> meshes;
+  for (const sb::Strategy& s : strategies) {
+    if (!s.mesh_shape.empty()) meshes.push_back(s.mesh_shape);
+  }
+  const sb::Calibration cal = sb::calibrate(meshes, one);
+  bar.step("calibration");
+  std::vector<sb::StrategyResult> results;
+  for (const sb::Strategy& s : strategies) {
+    sb::StrategyResult r{s, {}, {}, {}, 0.0};
+    r.measured = s.kind == sb::StrategyKind::Single
+                     ? one
+                     : sb::measure(s, o.model, o.run, [&] { bar.step(s.name); });
+    if (s.kind == sb::StrategyKind::Single) {
+      for (int i = 0; i < steps; ++i) bar.step(s.name);
+    }
+    r.predicted = sb::predict(s, o.model, cal);
+    r.expected = sb::expected_collectives(s, o.model);
+    for (size_t i = 0; i < r.measured.losses.size(); ++i) {
+      r.loss_error = std::max(r.loss_error, std::abs(r.measured.losses[i] - one.losses[i]));
+    }
+    results.push_back(std::move(r));
+  }
+  fmt::print("{}", sb::table(o.model, cal, results));
+  if (!o.json_file.empty()) write_file(o.json_file, sb::json(o.model, cal, results));
+  if (!o.svg_file.empty()) write_file(o.svg_file, sb::svg(o.model, results));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const sb::Options o = sb::parse_options(std::vector<std::string>(argv + 1, argv + argc));
+    if (o.help) {
+      fmt::print("{}", sb::usage());
+      return 0;
+    }
+    return run(o);
+  } catch (const tessera::Error& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,179 @@
+#include "tools/shardbench/measure.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+
+namespace tessera::shardbench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct RankFigures {
+  std::vector<double> step, forward, backward, optimizer, losses;
+  std::vector<dist::CollectiveEvent> issued;  // of the last step
+  int64_t peak_bytes = 0;
+};
+
+std::string mesh_dim_of(const dist::ProcessGroup* g, const DeviceMesh* mesh) {
+  for (int64_t d = 0; mesh != nullptr && d < mesh->ndim(); ++d) {
+    if (mesh->get_group(d).get() == g) {
+      return mesh->mesh_dim_names().empty() ? std::to_string(d) : mesh->mesh_dim_names()[d];
+    }
+  }
+  return "?";
+}
+
+std::vector<CollectiveTotal> totals(const std::vector<dist::CollectiveEvent>& issued,
+                                    const DeviceMesh* mesh) {
+  std::map<std::pair<std::string, std::string>, CollectiveTotal> by;
+  for (const dist::CollectiveEvent& e : issued) {
+    const std::string kind(dist::collective_name(e.kind));
+    CollectiveTotal& t = by[{kind, mesh_dim_of(e.group, mesh)}];
+    t.kind = kind;
+    t.mesh_dim = mesh_dim_of(e.group, mesh);
+    t.group_size = e.group->size();
+    t.count += 1;
+    t.bytes += e.bytes;
+  }
+  std::vector<CollectiveTotal> out;
+  for (auto& [key, t] : by) out.push_back(t);
+  return out;
+}
+
+// The collectives of `issued` alone on the same groups (preallocated buffers of the same sizes):
+// the median of 5 rounds.
+double replay(const std::vector<dist::CollectiveEvent>& issued, const DeviceMesh& mesh,
+              const dist::ProcessGroupPtr& world) {
+  std::vector<std::function<void()>> calls;
+  for (const dist::CollectiveEvent& e : issued) {
+    dist::ProcessGroupPtr g;
+    for (int64_t d = 0; d < mesh.ndim(); ++d) {
+      if (mesh.get_group(d).get() == e.group) g = mesh.get_group(d);
+    }
+    if (!g || !e.dtype.has_value()) continue;  // not a mesh dim's collective: not replayed
+    const int64_t n = e.bytes / static_cast<int64_t>(element_size(*e.dtype));
+    const Tensor whole = zeros({n}, *e.dtype);
+    const Tensor part = zeros({n / g->size()}, *e.dtype);
+    const dist::ReduceOp op = e.op.value_or(dist::ReduceOp::Sum);
+    switch (e.kind) {
+      case dist::CollectiveKind::AllReduce:
+        calls.push_back([=] { g->all_reduce(whole, op)->wait(); });
+        break;
+      case dist::CollectiveKind::AllGatherIntoTensor:
+        calls.push_back([=] { g->all_gather_into_tensor(whole, part)->wait(); });
+        break;
+      case dist::CollectiveKind::ReduceScatterTensor:
+        calls.push_back([=] { g->reduce_scatter_tensor(part, whole, op)->wait(); });
+        break;
+      default:
+        break;  // other kinds do not occur in these strategies' steps
+    }
+  }
+  std::vector<double> rounds;
+  for (int round = 0; round < 6; ++round) {
+    world->barrier();
+    const auto t0 = Clock::now();
+    for (const auto& call : calls) call();
+    if (round > 0) rounds.push_back(seconds_since(t0));
+  }
+  return median(rounds);
+}
+
+RankFigures train(const Strategy& s, const ModelConfig& c, const RunOptions& o,
+                  const DeviceMesh* mesh, const dist::ProcessGroupPtr& world,
+                  const std::function<void()>& progress) {
+  const Batch batch = make_batch(c);
+  auto model = make_model(c);
+  const RankData data = mesh == nullptr ? RankData{batch.input, batch.target, false}
+                                        : apply_strategy(s, c, *model, *mesh, batch);
+  optim::AdamW opt(model->parameters(), {.lr = 1e-3});
+  RankFigures f;
+  reset_peak_cpu_memory_stats();
+  for (int step = 0; step < o.warmup + o.steps; ++step) {
+    if (world) world->barrier();
+    const bool last = step == o.warmup + o.steps - 1;
+    std::optional<dist::CollectiveObserverGuard> recorder;
+    if (last) recorder.emplace([&f](const dist::CollectiveEvent& e) { f.issued.push_back(e); });
+    const auto t0 = Clock::now();
+    opt.zero_grad();
+    Tensor loss;
+    {
+      std::optional<LossParallelGuard> loss_parallel;
+      if (data.loss_parallel) loss_parallel.emplace();
+      loss = loss_of(c, (*model)(data.input), data.target);
+    }
+    const double t_forward = seconds_since(t0);
+    loss.backward();
+    const double t_backward = seconds_since(t0) - t_forward;
+    opt.step();
+    const double t_all = seconds_since(t0);
+    recorder.reset();
+    f.losses.push_back(mesh == nullptr ? loss.item<double>() : whole_loss(s, loss, *mesh));
+    if (progress) progress();
+    if (step < o.warmup) continue;
+    f.step.push_back(t_all);
+    f.forward.push_back(t_forward);
+    f.backward.push_back(t_backward);
+    f.optimizer.push_back(t_all - t_forward - t_backward);
+  }
+  f.peak_bytes = cpu_allocator_stats().peak_bytes;
+  return f;
+}
+
+}  // namespace
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
+}
+
+Measurement measure(const Strategy& s, const ModelConfig& c, const RunOptions& o,
+                    const std::function<void()>& progress) {
+  std::vector<RankFigures> ranks;
+  Measurement m;
+  if (s.kind == StrategyKind::Single) {
+    ranks.push_back(train(s, c, o, nullptr, nullptr, progress));
+  } else {
+    ranks.resize(static_cast<size_t>(s.mesh_shape.numel()));
+    std::mutex mutex;
+    double comm_alone = 0;
+    std::vector<CollectiveTotal> collectives;
+    dist::run_threads(static_cast<int>(s.mesh_shape.numel()), [&](dist::ProcessGroupPtr world) {
+      const DeviceMesh mesh(DeviceType::CPU, s.mesh_shape, s.dim_names);
+      const bool rank0 = world->rank() == 0;
+      RankFigures f = train(s, c, o, &mesh, world, rank0 ? progress : std::function<void()>());
+      const double alone = replay(f.issued, mesh, world);
+      std::lock_guard<std::mutex> lock(mutex);
+      comm_alone = std::max(comm_alone, alone);
+      if (rank0) collectives = totals(f.issued, &mesh);
+      ranks[static_cast<size_t>(world->rank())] = std::move(f);
+    });
+    m.comm_alone_s = comm_alone;
+    m.collectives = collectives;
+  }
+  m.step_s.assign(ranks[0].step.size(), 0.0);
+  for (const RankFigures& f : ranks) {
+    for (size_t i = 0; i < f.step.size(); ++i) m.step_s[i] = std::max(m.step_s[i], f.step[i]);
+    m.peak_bytes = std::max(m.peak_bytes, f.peak_bytes);
+  }
+  m.forward_s = median(ranks[0].forward);
+  m.backward_s = median(ranks[0].backward);
+  m.optimizer_s = median(ranks[0].optimizer);
+  m.losses = ranks[0].losses;
+  return m;
+}
+
+}  // namespace tessera::shardbench

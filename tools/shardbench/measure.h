@@ -1,0 +1,45 @@
+#pragma once
+// Measuring a strategy: warm-up steps, then timed AdamW steps on rank threads (the threads
+// backend), with the collectives of a step by kind and mesh dim, peak memory per rank and the
+// losses.
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tools/shardbench/strategy.h"
+
+namespace tessera::shardbench {
+
+struct RunOptions {
+  int steps = 5;
+  int warmup = 2;
+};
+
+// The collectives of one kind on one mesh dim in one step (rank 0's).
+struct CollectiveTotal {
+  std::string kind;      // "all_reduce", "all_gather_into_tensor", ...
+  std::string mesh_dim;  // the mesh dim's name, or its index
+  int group_size = 0;
+  int64_t count = 0;
+  int64_t bytes = 0;  // whole messages (collectives/observer.h)
+  bool operator==(const CollectiveTotal&) const = default;
+};
+
+struct Measurement {
+  std::vector<double> step_s;                             // per timed step, the slowest rank's
+  double forward_s = 0, backward_s = 0, optimizer_s = 0;  // rank 0, medians
+  double comm_alone_s = 0;  // the step's collectives replayed alone on the same groups
+  std::vector<CollectiveTotal> collectives;
+  int64_t peak_bytes = 0;      // the largest over ranks of the tensor memory high-water mark
+  std::vector<double> losses;  // per step (warm-up included), the whole batch's
+};
+
+// `progress` is called after each step of rank 0 (for a progress bar); may be empty.
+Measurement measure(const Strategy& s, const ModelConfig& c, const RunOptions& o,
+                    const std::function<void()>& progress);
+
+double median(std::vector<double> v);
+double percentile(std::vector<double> v, double p);
+
+}  // namespace tessera::shardbench

@@ -1,0 +1,194 @@
+#include "tools/shardbench/predict.h"
+
+#include <algorithm>
+#include <map>
+
+namespace tessera::shardbench {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A parameter's shape on a tensor-parallel rank 0 (torch.chunk: rank 0 holds the largest chunk).
+struct ParamShape {
+  int64_t rows = 0;
+  int64_t row_numel = 1;
+};
+
+// The parameters of one fully_shard unit (or the root's own) on tp rank 0 of `t` ranks.
+std::vector<ParamShape> unit_params(const ModelConfig& c, const std::string& unit, int64_t t) {
+  const int64_t h = c.hidden, f = 4 * c.hidden;
+  if (c.preset == "mlp") {
+    if (unit == "0") return {{ceil_div(f, t), h}, {ceil_div(f, t), 1}};
+    if (unit == "2") return {{h, ceil_div(f, t)}, {h, 1}};
+    return {};
+  }
+  if (unit == "embed" || unit == "head") return {{ceil_div(c.vocab, t), h}};
+  if (unit == "root") return {{h, 1}, {h, 1}};  // the final norm
+  const ParamShape norm{h, 1}, col_w{ceil_div(h, t), h}, col_b{ceil_div(h, t), 1};
+  return {norm,
+          norm,
+          col_w,
+          col_b,
+          col_w,
+          col_b,
+          col_w,
+          col_b,
+          {h, ceil_div(h, t)},
+          {h, 1},
+          norm,
+          norm,
+          {ceil_div(f, t), h},
+          {ceil_div(f, t), 1},
+          {h, ceil_div(f, t)},
+          {h, 1}};
+}
+
+// Elements of a unit's flat buffer over n data-parallel ranks (every parameter padded to n
+// chunks of ceil(rows / n) rows).
+int64_t padded(const std::vector<ParamShape>& params, int64_t n) {
+  int64_t total = 0;
+  for (const ParamShape& p : params) total += ceil_div(p.rows, n) * n * p.row_numel;
+  return total;
+}
+
+class Totals {
+ public:
+  void add(const std::string& kind, const std::string& dim, int group, int64_t count,
+           int64_t bytes) {
+    if (count == 0) return;
+    CollectiveTotal& t = by_[{kind, dim}];
+    t.kind = kind;
+    t.mesh_dim = dim;
+    t.group_size = group;
+    t.count += count;
+    t.bytes += bytes;
+  }
+  std::vector<CollectiveTotal> list() const {
+    std::vector<CollectiveTotal> out;
+    for (const auto& [key, t] : by_) out.push_back(t);
+    return out;
+  }
+
+ private:
+  std::map<std::pair<std::string, std::string>, CollectiveTotal> by_;
+};
+
+constexpr const char* kAR = "all_reduce";
+constexpr const char* kAG = "all_gather_into_tensor";
+constexpr const char* kRS = "reduce_scatter_tensor";
+
+// fully_shard over n ranks (mesh dim `dim`) of tp rank 0's shards: every unit gathered in forward
+// and again in backward, the root (holding the rest) once; each reduce_scattered once.
+void fsdp_collectives(Totals& out, const ModelConfig& c, const std::string& dim, int64_t n,
+                      int64_t t, int64_t b) {
+  std::vector<std::string> units = fsdp_units(c);
+  int64_t unit_elems = 0;
+  for (const std::string& u : units) {
+    if (u.rfind("blocks.", 0) == 0) {
+      unit_elems += padded(unit_params(c, "block", t), n);
+    } else {
+      unit_elems += padded(unit_params(c, u, t), n);
+    }
+  }
+  const int64_t root_elems = padded(unit_params(c, "root", t), n);
+  const int64_t nunits = static_cast<int64_t>(units.size()), root = root_elems > 0 ? 1 : 0;
+  const int g = static_cast<int>(n);
+  out.add(kAG, dim, g, 2 * nunits + root, (2 * unit_elems + root_elems) * b);
+  out.add(kRS, dim, g, nunits + root, (unit_elems + root_elems) * b);
+}
+
+// Tensor parallel over t ranks (mesh dim `dim`) on `tokens` rows of the batch.
+void tp_collectives(Totals& out, const ModelConfig& c, const std::string& dim, int64_t t,
+                    int64_t tokens, int64_t b) {
+  const int g = static_cast<int>(t);
+  const int64_t act = tokens * c.hidden * b;
+  if (c.preset == "mlp") {
+    out.add(kAR, dim, g, 1, act);  // the Rowwise output
+    return;
+  }
+  // Embedding output (forward), per block wo and down outputs (forward) and the gradients of
+  // the q, k, v and up inputs (backward), the head input's gradient, loss parallel's three
+  // all_reduces of one value per row (max, sum of exponentials, the target logit).
+  out.add(kAR, dim, g, 2 + 6 * c.layers + 3, (2 + 6 * c.layers) * act + 3 * tokens * b);
+}
+
+}  // namespace
+
+std::vector<CollectiveTotal> expected_collectives(const Strategy& s, const ModelConfig& c) {
+  Totals out;
+  const int64_t b = static_cast<int64_t>(element_size(c.dtype));
+  const int64_t tokens = c.batch * c.seq, h = c.hidden;
+  const int64_t n = s.mesh_shape.empty() ? 1 : s.mesh_shape.numel();
+  const int g = static_cast<int>(n);
+  switch (s.kind) {
+    case StrategyKind::Single:
+    case StrategyKind::Plan:
+      break;
+    case StrategyKind::DP: {
+      // Every gradient comes out Partial(sum) and is all_reduced when the optimizer reads it;
+      // cross_entropy's mean over the sharded batch all_reduces its count of rows (one value).
+      if (c.preset == "mlp") {
+        out.add(kAR, "0", g, 4, parameter_count(c) * b);
+      } else {
+        out.add(kAR, "0", g, 1 + 16 * c.layers + 2 + 1 + 1, parameter_count(c) * b + b);
+      }
+      break;
+    }
+    case StrategyKind::TP:
+      tp_collectives(out, c, "0", n, tokens, b);
+      break;
+    case StrategyKind::SP: {
+      const int64_t act = tokens * h * b;
+      if (c.preset == "mlp") {
+        // Input rows gathered forward, the output reduce_scattered forward and its gradient
+        // gathered backward.
+        out.add(kAG, "0", g, 2, 2 * act);
+        out.add(kRS, "0", g, 1, act);
+        break;
+      }
+      // Per block: q, k, v, up inputs gathered (forward), wo and down outputs reduce_scattered
+      // (forward) and their gradients gathered (backward), the q, k, v, up input gradients
+      // all_reduced (backward) and the two norms' weight and bias gradients. Around them: the
+      // embedding output reduce_scattered and its gradient gathered, the final norm's weight and
+      // bias gradients, the head input gathered and its gradient all_reduced, loss parallel.
+      const int64_t L = c.layers;
+      out.add(kAG, "0", g, 6 * L + 2, (6 * L + 2) * act);
+      out.add(kRS, "0", g, 2 * L + 1, (2 * L + 1) * act);
+      out.add(kAR, "0", g, 4 * L + 4 * L + 2 + 1 + 3,
+              (4 * L + 1) * act + (4 * L + 2) * h * b + 3 * tokens * b);
+      break;
+    }
+    case StrategyKind::FSDP:
+      fsdp_collectives(out, c, "0", n, 1, b);
+      break;
+    case StrategyKind::FSDP_TP: {
+      const int64_t dp = s.mesh_shape[0], tp = s.mesh_shape[1];
+      fsdp_collectives(out, c, "dp", dp, tp, b);
+      tp_collectives(out, c, "tp", tp, tokens / dp, b);
+      break;
+    }
+  }
+  return out.list();
+}
+
+Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& cal) {
+  const Measurement& one = cal.single;
+  Prediction p;
+  if (s.kind == StrategyKind::Single) {
+    p.compute_s = one.forward_s + one.backward_s + one.optimizer_s;
+    return p;
+  }
+  const double n = static_cast<double>(s.mesh_shape.numel());
+  // Each rank computes 1/n of forward and backward; the optimizer updates 1/n of the parameters
+  // except under DP (replicated). Rank threads share the cores.
+  const double optimizer_share = s.kind == StrategyKind::DP ? 1.0 : 1.0 / n;
+  const double per_rank = (one.forward_s + one.backward_s) / n + one.optimizer_s * optimizer_share;
+  p.compute_s = per_rank * n / std::min(n, static_cast<double>(cal.cores));
+  for (const CollectiveTotal& t : expected_collectives(s, c)) {
+    p.comm_s += cal.line(t.kind, t.group_size).seconds(t.count, t.bytes);
+  }
+  return p;
+}
+
+}  // namespace tessera::shardbench

@@ -1,0 +1,26 @@
+#pragma once
+// Prediction: a strategy's collectives in closed form (the formulas a reader can check: DP
+// all_reduces every gradient, FSDP all_gathers every padded flat unit forward and backward and
+// reduce_scatters it once, TP all_reduces activations per layer, ...) and its step time from the
+// calibrated cost model: compute from the one-device step divided over the ranks (rank threads
+// share the cores), plus every collective on its alpha-beta line (the threads backend does not
+// overlap communication with compute).
+
+#include <vector>
+
+#include "tools/shardbench/calibrate.h"
+
+namespace tessera::shardbench {
+
+// Rank 0's collectives of one training step, by kind and mesh dim (as measure() records them).
+std::vector<CollectiveTotal> expected_collectives(const Strategy& s, const ModelConfig& c);
+
+struct Prediction {
+  double compute_s = 0.0;
+  double comm_s = 0.0;
+  double step_s() const { return compute_s + comm_s; }
+};
+
+Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& cal);
+
+}  // namespace tessera::shardbench

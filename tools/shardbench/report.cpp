@@ -1,0 +1,170 @@
+#include "tools/shardbench/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace tessera::shardbench {
+
+namespace {
+
+std::string short_kind(const std::string& kind) {
+  if (kind == "all_gather_into_tensor") return "all_gather";
+  if (kind == "reduce_scatter_tensor") return "reduce_scatter";
+  return kind;
+}
+
+std::string collectives_text(const std::vector<CollectiveTotal>& list) {
+  std::string s;
+  for (const CollectiveTotal& t : list) {
+    s += fmt::format("{}{} {}x{} {:.2f} MB", s.empty() ? "" : ", ", short_kind(t.kind), t.count,
+                     t.mesh_dim == "0" ? "" : "@" + t.mesh_dim, static_cast<double>(t.bytes) / 1e6);
+  }
+  return s.empty() ? "none" : s;
+}
+
+double relative_error(const StrategyResult& r) {
+  const double measured = median(r.measured.step_s);
+  return std::abs(r.predicted.step_s() - measured) / measured;
+}
+
+std::string model_text(const ModelConfig& c) {
+  if (c.preset == "mlp") {
+    return fmt::format("MLP {} rows x {} -> {} -> {}, {}", c.batch * c.seq, c.hidden, 4 * c.hidden,
+                       c.hidden, dtype_name(c.dtype));
+  }
+  return fmt::format("transformer: {} layers, hidden {}, {} heads, batch {} x seq {}, vocab {}, {}",
+                     c.layers, c.hidden, c.heads, c.batch, c.seq, c.vocab, dtype_name(c.dtype));
+}
+
+}  // namespace
+
+double median_prediction_error(const std::vector<StrategyResult>& results) {
+  std::vector<double> errors;
+  for (const StrategyResult& r : results) errors.push_back(relative_error(r));
+  return median(errors);
+}
+
+std::string table(const ModelConfig& c, const Calibration& cal,
+                  const std::vector<StrategyResult>& results) {
+  std::string s =
+      fmt::format("{}; {:.1f} M parameters; {} cores; GEMM {:.1f} GFLOP/s, copy {:.1f} GB/s\n",
+                  model_text(c), static_cast<double>(parameter_count(c)) / 1e6, cal.cores,
+                  cal.gemm_flops_per_s / 1e9, cal.copy_bytes_per_s / 1e9);
+  s += fmt::format(
+      "{:<10} {:>9} {:>15} {:>8} {:>8} {:>8} {:>9} {:>10} {:>9} {:>7} {:>9} {:>9}  {}\n",
+      "strategy", "step ms", "p10-p90 ms", "fwd ms", "bwd ms", "opt ms", "comm ms", "predicted",
+      "pred comm", "error", "peak MB", "loss diff",
+      "collectives per step (rank 0; bytes: whole messages)");
+  for (const StrategyResult& r : results) {
+    const Measurement& m = r.measured;
+    s += fmt::format(
+        "{:<10} {:>9.2f} {:>7.2f}-{:<7.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>9.2f} {:>10.2f} {:>9.2f} "
+        "{:>6.0f}% {:>9.1f} {:>9.1e}  {}{}\n",
+        r.strategy.name, median(m.step_s) * 1e3, percentile(m.step_s, 0.1) * 1e3,
+        percentile(m.step_s, 0.9) * 1e3, m.forward_s * 1e3, m.backward_s * 1e3, m.optimizer_s * 1e3,
+        m.comm_alone_s * 1e3, r.predicted.step_s() * 1e3, r.predicted.comm_s * 1e3,
+        100 * relative_error(r), static_cast<double>(m.peak_bytes) / 1e6, r.loss_error,
+        collectives_text(m.collectives),
+        r.expected == m.collectives || r.strategy.kind == StrategyKind::Plan
+            ? ""
+            : "  [differs from the formula: " + collectives_text(r.expected) + "]");
+  }
+  s += fmt::format(
+      "median |predicted - measured| / measured: {:.0f}%  (comm ms: the step's collectives alone "
+      "on the same groups)\n",
+      100 * median_prediction_error(results));
+  return s;
+}
+
+std::string json(const ModelConfig& c, const Calibration& cal,
+                 const std::vector<StrategyResult>& results) {
+  std::string s = fmt::format(
+      "{{\n  \"model\": {{\"preset\": \"{}\", \"layers\": {}, \"hidden\": {}, \"heads\": {}, "
+      "\"seq\": {}, \"batch\": {}, \"vocab\": {}, \"dtype\": \"{}\", \"parameters\": {}}},\n",
+      c.preset, c.layers, c.hidden, c.heads, c.seq, c.batch, c.vocab, dtype_name(c.dtype),
+      parameter_count(c));
+  s += fmt::format(
+      "  \"calibration\": {{\"cores\": {}, \"gemm_flops_per_s\": {:.6g}, "
+      "\"copy_bytes_per_s\": {:.6g}, \"collectives\": {{",
+      cal.cores, cal.gemm_flops_per_s, cal.copy_bytes_per_s);
+  bool first = true;
+  for (const auto& [key, ab] : cal.collectives) {
+    s += fmt::format("{}\"{}\": {{\"alpha_s\": {:.6g}, \"beta_s_per_byte\": {:.6g}}}",
+                     first ? "" : ", ", key, ab.alpha_s, ab.beta_s_per_byte);
+    first = false;
+  }
+  s += "}},\n  \"strategies\": [\n";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const StrategyResult& r = results[i];
+    const Measurement& m = r.measured;
+    std::string comms;
+    for (const CollectiveTotal& t : m.collectives) {
+      comms += fmt::format(
+          "{}{{\"kind\": \"{}\", \"mesh_dim\": \"{}\", \"group_size\": {}, "
+          "\"count\": {}, \"bytes\": {}}}",
+          comms.empty() ? "" : ", ", t.kind, t.mesh_dim, t.group_size, t.count, t.bytes);
+    }
+    s += fmt::format(
+        "    {{\"name\": \"{}\", \"mesh\": [{}], \"step_s_median\": {:.6g}, \"step_s_p10\": "
+        "{:.6g}, \"step_s_p90\": {:.6g}, \"forward_s\": {:.6g}, \"backward_s\": {:.6g}, "
+        "\"optimizer_s\": {:.6g}, \"comm_alone_s\": {:.6g}, \"predicted_step_s\": {:.6g}, "
+        "\"predicted_comm_s\": {:.6g}, \"peak_bytes\": {}, \"loss_error\": {:.3g}, "
+        "\"collectives\": [{}], \"collectives_match_formula\": {}}}{}\n",
+        r.strategy.name, fmt::join(r.strategy.mesh_shape, ", "), median(m.step_s),
+        percentile(m.step_s, 0.1), percentile(m.step_s, 0.9), m.forward_s, m.backward_s,
+        m.optimizer_s, m.comm_alone_s, r.predicted.step_s(), r.predicted.comm_s, m.peak_bytes,
+        r.loss_error, comms, r.expected == m.collectives ? "true" : "false",
+        i + 1 < results.size() ? "," : "");
+  }
+  s += fmt::format("  ],\n  \"median_prediction_error\": {:.4f}\n}}\n",
+                   median_prediction_error(results));
+  return s;
+}
+
+std::string svg(const ModelConfig& c, const std::vector<StrategyResult>& results) {
+  // Per strategy two bars: measured (compute, then the collectives' time alone) and predicted
+  // (compute, communication).
+  double longest = 1e-9;
+  for (const StrategyResult& r : results) {
+    longest = std::max({longest, median(r.measured.step_s), r.predicted.step_s()});
+  }
+  const int left = 110, width = 560, row = 46, top = 50;
+  const int height = top + row * static_cast<int>(results.size()) + 40;
+  auto px = [&](double s) { return s / longest * width; };
+  std::string out = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<text x=\"10\" y=\"20\" "
+      "font-size=\"14\">tessera-shardbench: step time per strategy ({})</text>\n",
+      left + width + 120, height, model_text(c));
+  const char* compute = "#4c78a8";
+  const char* comm = "#f58518";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const StrategyResult& r = results[i];
+    const int y = top + row * static_cast<int>(i);
+    const double step = median(r.measured.step_s);
+    const double comm_alone = std::min(r.measured.comm_alone_s, step);
+    out += fmt::format("<text x=\"10\" y=\"{}\">{}</text>\n", y + 16, r.strategy.name);
+    out += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"16\" fill=\"{}\"/><rect x=\"{:.1f}\" "
+        "y=\"{}\" width=\"{:.1f}\" height=\"16\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{}\">"
+        "measured {:.1f} ms</text>\n",
+        left, y, px(step - comm_alone), compute, left + px(step - comm_alone), y, px(comm_alone),
+        comm, left + px(step) + 4, y + 12, step * 1e3);
+    out += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"16\" fill=\"{}\" fill-opacity=\"0.5\"/>"
+        "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"16\" fill=\"{}\" "
+        "fill-opacity=\"0.5\"/><text x=\"{:.1f}\" y=\"{}\">predicted {:.1f} ms</text>\n",
+        left, y + 18, px(r.predicted.compute_s), compute, left + px(r.predicted.compute_s), y + 18,
+        px(r.predicted.comm_s), comm, left + px(r.predicted.step_s()) + 4, y + 30,
+        r.predicted.step_s() * 1e3);
+  }
+  out += fmt::format(
+      "<text x=\"{}\" y=\"{}\"><tspan fill=\"{}\">compute</tspan>  <tspan fill=\"{}\">"
+      "communication</tspan>  (solid: measured, pale: predicted)</text>\n</svg>\n",
+      left, height - 12, compute, comm);
+  return out;
+}
+
+}  // namespace tessera::shardbench
