@@ -18,6 +18,8 @@
 #include "dtensor/redistribute/cost_model.h"
 #include "dtensor/redistribute/plan.h"
 #include "dtensor/rules/rule_table.h"
+#include "dtensor/spmd_types/checker.h"
+#include "dtensor/spmd_types/local_types.h"
 #include "runtime/grad_mode.h"
 
 namespace tessera {
@@ -361,6 +363,9 @@ std::shared_ptr<Choice> cached_choice(const char* op, const Inputs& in, const Op
 
 std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
                              const OpAttrs& attrs, const LocalOp& local) {
+  // Typed local tensors inside local_map(spmd_types=true) are checked, not sharded.
+  if (spmd::detail::any_typed(tensors))
+    return spmd::detail::typed_dispatch(op, tensors, attrs, local);
   if (std::strcmp(op, "cross_entropy") == 0) {
     if (LossParallelGuard::active()) return loss_parallel_cross_entropy(tensors, attrs);
     if (reduced_cross_entropy_applies(tensors, attrs))
@@ -420,11 +425,20 @@ std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
 
 // ---- the other hooks ----
 
-Tensor full_tensor_hook(const Tensor& t) { return DTensor(t).full_tensor(); }
+// Local SPMD-typed tensors are distributed tensors too (Note [Local SPMD types] in
+// dtensor/spmd_types/local_types.h); their hooks live beside their checker.
+bool typed(const Tensor& t) { return spmd::detail::typed_meta(t) != nullptr; }
 
-Tensor local_hook(const Tensor& t) { return ready_local(t); }
+Tensor full_tensor_hook(const Tensor& t) {
+  return typed(t) ? spmd::detail::typed_full_tensor(t) : DTensor(t).full_tensor();
+}
+
+Tensor local_hook(const Tensor& t) {
+  return typed(t) ? spmd::detail::typed_local(t) : ready_local(t);
+}
 
 Tensor wrap_like_hook(const Tensor& local, const Tensor& like, bool as_grad) {
+  if (typed(like)) return spmd::detail::typed_wrap_like(local, like, as_grad);
   auto spec = std::make_shared<DTensorSpec>(*meta_of(like).spec);
   if (as_grad) spec->placements = normalize_for_grad(spec->placements);
   spec->dtype = local.dtype();
@@ -432,6 +446,7 @@ Tensor wrap_like_hook(const Tensor& local, const Tensor& like, bool as_grad) {
 }
 
 Tensor grad_local_hook(const Tensor& grad, const Tensor& like, const char* op) {
+  if (typed(like)) return spmd::detail::typed_grad_local(grad, like, op);
   const DTensor self(like);
   TS_CHECK_SHAPE(grad.sizes() == like.sizes(), "[", op, "] gradient of shape ", grad.sizes(),
                  " for a DTensor of shape ", like.sizes());
@@ -444,6 +459,7 @@ Tensor grad_local_hook(const Tensor& grad, const Tensor& like, const char* op) {
 }
 
 std::string describe_hook(const Tensor& t) {
+  if (typed(t)) return spmd::detail::typed_describe(t);
   std::ostringstream os;
   os << DTensor(t);
   return os.str();

@@ -5,6 +5,7 @@
 #include "dtensor/dtensor_functions.h"
 #include "dtensor/dtensor_meta.h"
 #include "dtensor/redistribute/runs.h"
+#include "dtensor/spmd_types/local_types.h"
 #include "runtime/grad_mode.h"
 #include "runtime/ops.h"
 
@@ -143,6 +144,10 @@ const Tensor& ready_local(const Tensor& t) {
 DTensor::DTensor(const Tensor& t) : Tensor(t) {
   TS_CHECK(!t.defined() || t.is_distributed(), "[DTensor] a plain tensor (shape ", t.sizes(),
            ") is not a DTensor; make one with distribute_tensor or DTensor::from_local");
+  TS_CHECK(spmd::detail::typed_meta(t) == nullptr, "[DTensor] a local SPMD-typed tensor (shape ",
+           t.sizes(),
+           ", inside local_map with spmd_types=true) is not a DTensor; local_map makes "
+           "DTensors of the function's outputs");
 }
 
 DTensor::DTensor(Tensor local, std::shared_ptr<const DTensorSpec> spec, dist::WorkPtr pending,

@@ -24,6 +24,8 @@
 #include "dtensor/parallel/parallelize.h"
 #include "dtensor/placement.h"
 #include "dtensor/sharding_rule.h"
+#include "dtensor/spmd_types/collectives.h"
+#include "dtensor/spmd_types/local_types.h"
 #include "runtime/allocator.h"
 #include "runtime/cuda.h"
 #include "runtime/device.h"

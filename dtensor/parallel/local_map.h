@@ -25,7 +25,12 @@ struct LocalMapOptions {
   std::optional<DeviceMesh> device_mesh = std::nullopt;
   // Redistribute DTensor inputs whose placements differ from in_placements (else an Error).
   bool redistribute_inputs = false;
-  // Check the local SPMD types (V, R, I, P) of every op inside fn. Not available yet: an Error.
+  // Check the local SPMD types (V, R, I, P; Note [Local SPMD types] in
+  // dtensor/spmd_types/local_types.h) of every op inside fn, strictly: DTensor inputs with
+  // in_placements reach fn typed (Shard -> V, Replicate -> I when its in_grad_placements entry is
+  // Replicate else R, Partial(sum) -> P), ops propagate or reject types, the typed collectives of
+  // dtensor/spmd_types/collectives.h change them, and each output's types must fit its
+  // out_placements and give its gradient placements.
   bool spmd_types = false;
 };
 
@@ -38,6 +43,14 @@ using LocalFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 // another length than the arguments, a DTensor argument whose in_placements entry is nullopt or
 // differs (without redistribute_inputs), a non-tensor argument or output with placements, a
 // DTensor output, out_placements of another length than the outputs.
+// With spmd_types, also the seed's: a placement without a local type (StridedShard, Partial
+// other than sum), an in_grad_placements entry its input's type cannot have ("cannot represent
+// this forward/backward placement pair"), a Tensor output with nullopt out_placements or the
+// reverse, an untyped output, an output whose type does not fit its out_placements ("Output
+// tensor placement mismatch on mesh dim ..."); and inside fn every typing Error of the ops
+// (dtensor/spmd_types/checker.h) and collectives. A Replicate input typed R gets gradient
+// placement Partial when in_grad_placements gives none (its local gradient is each rank's part),
+// where the seed keeps to_local's Replicate.
 LocalFn local_map(LocalFn fn, LocalMapOptions options);
 
 }  // namespace tessera

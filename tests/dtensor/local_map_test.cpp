@@ -1,5 +1,6 @@
 // local_map (seeds/torch-local-map-source.py.txt): the seed's docstring example, gradients
-// through the local function, plain arguments and outputs, and every error path of the seed.
+// through the local function, plain arguments and outputs, and every error path of the seed
+// without spmd_types (with it: local_map_spmd_types_test.cpp).
 
 #include <catch2/catch.hpp>
 
@@ -150,12 +151,6 @@ TEST_CASE("local_map: the seed's errors", "[dtensor][local_map]") {
                              {.out_placements = {Placements{Shard(0)}}})({a});
                  },
                  {"output 0 is a DTensor"});
-    expect_error(f, "spmd_types",
-                 [&] {
-                   local_map(identity,
-                             {.out_placements = {Placements{Shard(0)}}, .spmd_types = true})({a});
-                 },
-                 {"spmd_types", "not available"});
     return f;
   });
 }
