@@ -45,31 +45,6 @@ struct FsdpState {
   bool inner = false;
 };
 
-// all_gather of each rank's flat buffer; backward reduce_scatters the gradient (average over the
-// ranks: each rank's loss is the mean over its own batch, so the average is the gradient of the
-// whole batch's mean, as one device computes it).
-struct AllGatherFlat : autograd::Function<AllGatherFlat> {
-  static const char* name() { return "FullyShardAllGather"; }
-  static Tensor forward(autograd::AutogradContext* ctx, const Tensor& flat,
-                        dist::ProcessGroupPtr group, std::optional<DType> reduce_dtype) {
-    const int64_t n = group->size();
-    Tensor out = Tensor::make_empty({n * flat.numel()}, flat.dtype(), flat.device());
-    group->all_gather_into_tensor(out, flat.contiguous())->wait();
-    ctx->saved_data["group"] = group;
-    ctx->saved_data["reduce_dtype"] = reduce_dtype;
-    return out;
-  }
-  static std::vector<Tensor> backward(autograd::AutogradContext* ctx, std::vector<Tensor> grads) {
-    const auto group = std::any_cast<dist::ProcessGroupPtr>(ctx->saved_data.at("group"));
-    const auto reduce = std::any_cast<std::optional<DType>>(ctx->saved_data.at("reduce_dtype"));
-    const Tensor& g = grads[0];
-    const Tensor in = g.to(reduce.value_or(g.dtype())).contiguous();
-    Tensor out = Tensor::make_empty({in.numel() / group->size()}, in.dtype(), in.device());
-    group->reduce_scatter_tensor(out, in, dist::ReduceOp::Avg)->wait();
-    return {out.to(g.dtype())};
-  }
-};
-
 int64_t rows_of_rank(const ManagedParam& p, int64_t rank) {
   return std::max<int64_t>(0, std::min(p.chunk_rows, p.rows - rank * p.chunk_rows));
 }
@@ -87,10 +62,70 @@ Tensor flat_shards(const FsdpState& s) {
   return cat(pieces);
 }
 
-// Parameter p's part of rank r in the gathered buffer, and where it goes in the unsharded one.
+// Parameter p's part of rank r in the gathered buffer (or its gradient).
 Tensor gathered_part(const FsdpState& s, const Tensor& gathered, const ManagedParam& p, int64_t r) {
   return gathered.narrow(0, r * s.flat_numel + p.offset, rows_of_rank(p, r) * p.row_numel);
 }
+
+// Copies parameter p's parts of the gathered buffer, rank by rank, into `dst` (p's unsharded
+// elements in order), or the reverse (`to_gathered`), with the copy kernel: no autograd, no
+// version bump.
+void copy_parts(const FsdpState& s, const Tensor& gathered, const ManagedParam& p,
+                const Tensor& dst, bool to_gathered) {
+  const Tensor flat = dst.view({-1});
+  int64_t at = 0;
+  for (int64_t r = 0; r < s.group->size(); ++r) {
+    const Tensor part = gathered_part(s, gathered, p, r);
+    const Tensor mine = flat.narrow(0, at, part.numel());
+    kernels_for(flat, "fully_shard").copy(to_gathered ? part : mine, to_gathered ? mine : part);
+    at += part.numel();
+  }
+}
+
+Tensor all_gather_flat(const FsdpState& s, const Tensor& flat) {
+  Tensor out = Tensor::make_empty({s.group->size() * flat.numel()}, flat.dtype(), flat.device());
+  s.group->all_gather_into_tensor(out, flat.contiguous())->wait();
+  return out;
+}
+
+// Each rank's flat buffer gathered and cut into the unsharded parameters. Backward writes their
+// gradients into one gathered-layout buffer (zeros where ranks padded) and reduce_scatters it,
+// averaged: each rank's loss is the mean over its own batch, so the average is the gradient of
+// the whole batch's mean, as one device computes it. One pass each way, whatever the number of
+// parameters and ranks.
+struct GatherUnflatten : autograd::Function<GatherUnflatten> {
+  static const char* name() { return "FullyShardAllGather"; }
+  static std::vector<Tensor> forward(autograd::AutogradContext* ctx, const Tensor& flat,
+                                     std::shared_ptr<const FsdpState> s,
+                                     std::optional<DType> reduce_dtype) {
+    const Tensor gathered = all_gather_flat(*s, flat);
+    std::vector<Tensor> unsharded;
+    for (const ManagedParam& p : s->params) {
+      unsharded.push_back(Tensor::make_empty(p.shape, flat.dtype(), flat.device()));
+      copy_parts(*s, gathered, p, unsharded.back(), /*to_gathered=*/false);
+    }
+    ctx->saved_data["state"] = s;
+    ctx->saved_data["reduce_dtype"] = reduce_dtype;
+    ctx->saved_data["dtype"] = flat.dtype();
+    return unsharded;
+  }
+  static std::vector<Tensor> backward(autograd::AutogradContext* ctx, std::vector<Tensor> grads) {
+    const auto s = std::any_cast<std::shared_ptr<const FsdpState>>(ctx->saved_data.at("state"));
+    const auto reduce = std::any_cast<std::optional<DType>>(ctx->saved_data.at("reduce_dtype"));
+    const DType dtype = std::any_cast<DType>(ctx->saved_data.at("dtype"));
+    const DType reduce_in = reduce.value_or(dtype);
+    const int64_t n = s->group->size();
+    const Tensor whole =
+        zeros({n * s->flat_numel}, TensorOptions(reduce_in).device(grads[0].device()));
+    for (size_t i = 0; i < s->params.size(); ++i) {
+      copy_parts(*s, whole, s->params[i], grads[i].to(reduce_in).contiguous(),
+                 /*to_gathered=*/true);
+    }
+    Tensor out = Tensor::make_empty({s->flat_numel}, reduce_in, whole.device());
+    s->group->reduce_scatter_tensor(out, whole, dist::ReduceOp::Avg)->wait();
+    return {out.to(dtype)};
+  }
+};
 
 // The gathered tensor-parallel shard as the DTensor the parallel style made (differentiable: its
 // gradient comes back as that shard's).
@@ -100,19 +135,15 @@ Tensor as_tensor_parallel(const Tensor& local, const DTensorSpec& spec) {
 }
 
 // Gathers the managed parameters and installs the unsharded ones for this call; returns them.
-std::vector<Tensor> unshard(FsdpState& s) {
-  if (s.params.empty()) return {};  // a root whose parameters inner fully_shards manage
+std::vector<Tensor> unshard(const std::shared_ptr<FsdpState>& s) {
+  if (s->params.empty()) return {};  // a root whose parameters inner fully_shards manage
   const std::optional<DType> reduce =
-      s.options.reduce_dtype.has_value() ? s.options.reduce_dtype : s.options.param_dtype;
-  const Tensor gathered = AllGatherFlat::apply(flat_shards(s), s.group, reduce);
-  std::vector<Tensor> unsharded;
-  for (const ManagedParam& p : s.params) {
-    std::vector<Tensor> parts;
-    for (int64_t r = 0; r < s.group->size(); ++r) parts.push_back(gathered_part(s, gathered, p, r));
-    unsharded.push_back(cat(parts).view(p.shape));
-    p.owner->override_parameter(p.name, p.tp_spec == nullptr
-                                            ? unsharded.back()
-                                            : as_tensor_parallel(unsharded.back(), *p.tp_spec));
+      s->options.reduce_dtype.has_value() ? s->options.reduce_dtype : s->options.param_dtype;
+  std::vector<Tensor> unsharded = GatherUnflatten::apply(flat_shards(*s), s, reduce);
+  for (size_t i = 0; i < s->params.size(); ++i) {
+    const ManagedParam& p = s->params[i];
+    p.owner->override_parameter(
+        p.name, p.tp_spec == nullptr ? unsharded[i] : as_tensor_parallel(unsharded[i], *p.tp_spec));
   }
   return unsharded;
 }
@@ -122,21 +153,10 @@ std::vector<Tensor> unshard(FsdpState& s) {
 // saved.
 void refill(const FsdpState& s, const std::vector<Tensor>& unsharded) {
   NoGradGuard no_grad;
-  const Tensor flat = flat_shards(s).contiguous();
-  Tensor gathered =
-      Tensor::make_empty({s.group->size() * flat.numel()}, flat.dtype(), flat.device());
-  s.group->all_gather_into_tensor(gathered, flat)->wait();
+  const Tensor gathered = all_gather_flat(s, flat_shards(s));
   for (size_t i = 0; i < s.params.size(); ++i) {
-    const ManagedParam& p = s.params[i];
-    const Tensor& u = unsharded[i];
-    u.storage()->reacquire_memory();
-    const Tensor dst = u.view({-1});
-    int64_t at = 0;
-    for (int64_t r = 0; r < s.group->size(); ++r) {
-      const Tensor part = gathered_part(s, gathered, p, r);
-      kernels_for(dst, "fully_shard").copy(dst.narrow(0, at, part.numel()), part);
-      at += part.numel();
-    }
+    unsharded[i].storage()->reacquire_memory();
+    copy_parts(s, gathered, s.params[i], unsharded[i], /*to_gathered=*/false);
   }
 }
 
@@ -286,7 +306,7 @@ void fully_shard(nn::Module& module, const DeviceMesh& mesh, FullyShardOptions o
   // The unsharded tensors of the call in flight (pre-hook to hook of one call).
   auto in_flight = std::make_shared<std::vector<Tensor>>();
   module.register_forward_pre_hook([state, in_flight](nn::Module&, const Tensor&) {
-    *in_flight = unshard(*state);
+    *in_flight = unshard(state);
     return Tensor();
   });
   module.register_forward_hook(

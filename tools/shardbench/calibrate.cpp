@@ -44,6 +44,18 @@ double time_collective(const std::string& kind, const dist::ProcessGroupPtr& g, 
       5);
 }
 
+// Sets the calling thread's intra-op threads for a scope.
+class IntraOpThreads {
+ public:
+  explicit IntraOpThreads(int n) : saved_(get_num_threads()) { set_num_threads(n); }
+  ~IntraOpThreads() { set_num_threads(saved_); }
+  IntraOpThreads(const IntraOpThreads&) = delete;
+  IntraOpThreads& operator=(const IntraOpThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
 }  // namespace
 
 AlphaBeta fit_alpha_beta(const std::vector<double>& bytes, const std::vector<double>& seconds) {
@@ -78,14 +90,18 @@ const AlphaBeta& Calibration::line(const std::string& kind, int group_size) cons
   return it->second;
 }
 
-Calibration calibrate(const std::vector<Shape>& mesh_shapes, const Measurement& single) {
+Calibration calibrate(const std::vector<Shape>& mesh_shapes, const ModelConfig& model,
+                      const RunOptions& run) {
   Calibration cal;
-  cal.single = single;
   cal.cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   {
     const Tensor a = randn({512, 512}), b = randn({512, 512});
     Tensor c = matmul(a, b);
-    cal.gemm_flops_per_s = 2.0 * 512 * 512 * 512 / time_median([&] { c = matmul(a, b); }, 5);
+    const auto gemm = [&] { c = matmul(a, b); };
+    cal.gemm_flops_per_s = 2.0 * 512 * 512 * 512 / time_median(gemm, 5);
+    IntraOpThreads one(1);
+    cal.gemm_flops_one_thread = 2.0 * 512 * 512 * 512 / time_median(gemm, 5);
+    cal.one_thread = measure(strategy_named("single", 1), model, run, {});
     const Tensor src = randn({16 << 20});
     Tensor dst = empty({16 << 20});
     const double s = time_median([&] { dst.copy_(src); }, 5);

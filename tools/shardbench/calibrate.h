@@ -29,15 +29,20 @@ AlphaBeta fit_alpha_beta(const std::vector<double>& bytes, const std::vector<dou
 struct Calibration {
   // "all_reduce/4" -> its line on groups of 4 ranks.
   std::map<std::string, AlphaBeta> collectives;
-  double gemm_flops_per_s = 0.0;  // float32 matmul 512^3, one thread
+  // float32 matmul 512^3 on the default intra-op threads and on one (a rank thread's share).
+  double gemm_flops_per_s = 0.0;
+  double gemm_flops_one_thread = 0.0;
   double copy_bytes_per_s = 0.0;  // 64 MiB copy, read + write
   int64_t cores = 1;
-  Measurement single;  // the model's one-device step
+  // The model's one-device step on one intra-op thread, as each rank thread computes.
+  Measurement one_thread;
   // Of a kind on a group size; Error when not calibrated.
   const AlphaBeta& line(const std::string& kind, int group_size) const;
 };
 
-// Sweeps every collective kind the strategies issue over the group sizes of their meshes.
-Calibration calibrate(const std::vector<Shape>& mesh_shapes, const Measurement& single);
+// Times the model on one thread and sweeps every collective kind the strategies issue over the
+// group sizes of their meshes.
+Calibration calibrate(const std::vector<Shape>& mesh_shapes, const ModelConfig& c,
+                      const RunOptions& run);
 
 }  // namespace tessera::shardbench

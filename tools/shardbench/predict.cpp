@@ -173,15 +173,17 @@ std::vector<CollectiveTotal> expected_collectives(const Strategy& s, const Model
 }
 
 Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& cal) {
-  const Measurement& one = cal.single;
+  const Measurement& one = cal.one_thread;
   Prediction p;
   if (s.kind == StrategyKind::Single) {
-    p.compute_s = one.forward_s + one.backward_s + one.optimizer_s;
+    // One device on every intra-op thread: the one-thread step sped up as the GEMM is.
+    p.compute_s = (one.forward_s + one.backward_s + one.optimizer_s) * cal.gemm_flops_one_thread /
+                  cal.gemm_flops_per_s;
     return p;
   }
   const double n = static_cast<double>(s.mesh_shape.numel());
-  // Each rank computes 1/n of forward and backward; the optimizer updates 1/n of the parameters
-  // except under DP (replicated). Rank threads share the cores.
+  // Each rank thread computes 1/n of forward and backward on one intra-op thread; the optimizer
+  // updates 1/n of the parameters except under DP (replicated). The rank threads share the cores.
   const double optimizer_share = s.kind == StrategyKind::DP ? 1.0 : 1.0 / n;
   const double per_rank = (one.forward_s + one.backward_s) / n + one.optimizer_s * optimizer_share;
   p.compute_s = per_rank * n / std::min(n, static_cast<double>(cal.cores));

@@ -88,7 +88,7 @@ std::string json(const ModelConfig& c, const Calibration& cal,
   s += fmt::format(
       "  \"calibration\": {{\"cores\": {}, \"gemm_flops_per_s\": {:.6g}, "
       "\"copy_bytes_per_s\": {:.6g}, \"collectives\": {{",
-      cal.cores, cal.gemm_flops_per_s, cal.copy_bytes_per_s);
+      cal.cores, cal.gemm_flops_per_s, cal.gemm_flops_one_thread, cal.copy_bytes_per_s);
   bool first = true;
   for (const auto& [key, ab] : cal.collectives) {
     s += fmt::format("{}\"{}\": {{\"alpha_s\": {:.6g}, \"beta_s_per_byte\": {:.6g}}}",
