@@ -1,5 +1,6 @@
 // CPU kernels benchmark: memcpy bandwidth of this machine, elementwise and reduction bandwidth
-// against it, GEMM against oneDNN called directly, and eager overhead of a tiny op.
+// against it, GELU forward and backward on the MLP's hidden layer, GEMM against oneDNN called
+// directly, and eager overhead of a tiny op.
 //
 // Bandwidth counts the bytes each op must move (reads + writes): memcpy of N bytes moves 2N,
 // c = a + b moves 3N, exp moves 2N, sum moves N. "fresh" runs `c = a + b` as users write it
@@ -13,6 +14,7 @@
 #include "bench/bench_util.h"
 #include "bench/gemm_section.h"
 #include "runtime/dispatch.h"
+#include "runtime/ops/elementwise_grad.h"
 
 namespace ts = tessera;
 using ts::bench::time_median;
@@ -26,8 +28,42 @@ double gbps(double bytes, double seconds) { return bytes / seconds / 1e9; }
 
 void print_row(const char* name, const char* mode, double bytes_moved, double s, double memcpy_gbps) {
   double g = gbps(bytes_moved, s);
-  fmt::print("  {:<6} {:<9} {:>9.2f} ms {:>9.2f} GB/s {:>7.1f}% of memcpy\n", name, mode, s * 1e3, g,
+  fmt::print("  {:<6} {:<9} {:>9.3f} ms {:>9.2f} GB/s {:>7.1f}% of memcpy\n", name, mode, s * 1e3, g,
              100.0 * g / memcpy_gbps);
+}
+
+// GELU of issue 19's MLP step: hidden layer [256, 1024] float32 (1 MiB, cache-resident, so the
+// figures can exceed memcpy's). The forward moves 2 MiB, one backward 3 MiB (grad and x in, the
+// gradient out). "composite" is the backward written with runtime ops, which create_graph takes.
+void gelu_section(double memcpy_gbps) {
+  constexpr double kMiB = 1 << 20;
+  fmt::print("\nGELU on [256, 1024] float32 (the MLP's hidden layer):\n");
+  ts::Generator gen(1);
+  const ts::Tensor x = ts::randn({256, 1024}, {}, &gen);
+  const ts::Tensor g = ts::randn({256, 1024}, {}, &gen);
+  for (const char* approximate : {"none", "tanh"}) {
+    fmt::print(" approximate=\"{}\":\n", approximate);
+    const ts::PointwiseGradOp op = std::string(approximate) == "none"
+                                       ? ts::PointwiseGradOp::kGeluBackward
+                                       : ts::PointwiseGradOp::kGeluTanhBackward;
+    print_row("fwd", "fresh", 2 * kMiB,
+              time_median([&] { ts::Tensor r = ts::gelu(x, approximate); }, 51), memcpy_gbps);
+    print_row("bwd", "kernel", 3 * kMiB,
+              time_median([&] { ts::Tensor r = ts::pointwise_backward(op, g, x); }, 51),
+              memcpy_gbps);
+    ts::Tensor leaf = x.clone();
+    leaf.requires_grad_();
+    const auto step = [&](bool create_graph) {
+      return time_median(
+          [&] {
+            const ts::Tensor y = ts::gelu(leaf, approximate);
+            ts::autograd::grad({y}, {leaf}, {g}, {.create_graph = create_graph});
+          },
+          51);
+    };
+    print_row("f+b", "autograd", 5 * kMiB, step(false), memcpy_gbps);
+    print_row("f+b", "composite", 5 * kMiB, step(true), memcpy_gbps);
+  }
 }
 
 }  // namespace
@@ -72,6 +108,8 @@ int main() {
             memcpy_gbps);
   print_row("sum", "fresh", 1.0 * kBytes, time_median([&] { ts::Tensor r = ts::sum(a); }, 15),
             memcpy_gbps);
+
+  gelu_section(memcpy_gbps);
 
   fmt::print("\nGEMM (square, GFLOP/s; ratio to oneDNN's matmul primitive called directly):\n");
   ts::bench::run_gemm_section();

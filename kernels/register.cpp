@@ -10,6 +10,7 @@ bool install_kernels(DeviceType device, KernelTable& table) {
   cpu::register_copy_kernels(table);
   cpu::register_linalg_kernels(table);
   cpu::register_elementwise_kernels(table);
+  cpu::register_elementwise_backward_kernels(table);
   cpu::register_random_kernels(table);
   cpu::register_nn_kernels(table);
   cpu::register_reduction_kernels(table);

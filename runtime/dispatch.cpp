@@ -62,5 +62,15 @@ const char* op_name(ReductionOp op) {
   }
   return "?";
 }
+const char* op_name(PointwiseGradOp op) {
+  switch (op) {
+#define TS_CASE(e, name, operands) \
+  case PointwiseGradOp::e:         \
+    return name;
+    TS_FOR_EACH_POINTWISE_GRAD_OP(TS_CASE)
+#undef TS_CASE
+  }
+  return "?";
+}
 
 }  // namespace tessera

@@ -33,6 +33,13 @@ struct KernelTable {
   void (*clamp)(const Tensor& out, const Tensor& in, const Scalar& lo, bool has_lo,
                 const Scalar& hi, bool has_hi) = nullptr;
 
+  // out = the gradient of one input of a pointwise op (PointwiseGradOp in runtime/op_table.h says
+  // what x, y, p0 and p1 hold). grad, x and y have out's shape (broadcast dims have stride 0) and
+  // dtype, floating (float16 / bfloat16 computed in float32); y is undefined unless op takes two
+  // operands. Any strides.
+  void (*pointwise_grad)(PointwiseGradOp op, const Tensor& out, const Tensor& grad, const Tensor& x,
+                         const Tensor& y, double p0, double p1) = nullptr;
+
   // out has in's shape with each reduced dim of size 1 (keepdim form), contiguous. `dims` sorted,
   // unique, non-empty. For kVar, `param` is the correction; for kNorm it is p (inf allowed).
   // kArgmax/kArgmin reduce exactly one dim and write kInt64.

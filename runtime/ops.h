@@ -85,6 +85,10 @@ Tensor gelu(const Tensor& a, const std::string& approximate = "none");
 Tensor silu(const Tensor& a);
 Tensor tanh(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
+// The error function and its complement 1 - erf, as torch.erf / torch.erfc (integral and bool
+// inputs give float32).
+Tensor erf(const Tensor& a);
+Tensor erfc(const Tensor& a);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor clamp(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
 // Generic entry points used by the named ops and by autograd / DTensor rules.

@@ -173,6 +173,8 @@ class Tensor {
   Tensor silu() const;
   Tensor tanh() const;
   Tensor sigmoid() const;
+  Tensor erf() const;
+  Tensor erfc() const;
   // As torch.Tensor.where: this where `condition` holds, `other` elsewhere.
   Tensor where(const Tensor& condition, const Tensor& other) const;
   Tensor clamp(std::optional<Scalar> min_value,

@@ -56,6 +56,8 @@ Tensor Tensor::gelu(const std::string& approximate) const {
 Tensor Tensor::silu() const { return tessera::silu(*this); }
 Tensor Tensor::tanh() const { return tessera::tanh(*this); }
 Tensor Tensor::sigmoid() const { return tessera::sigmoid(*this); }
+Tensor Tensor::erf() const { return tessera::erf(*this); }
+Tensor Tensor::erfc() const { return tessera::erfc(*this); }
 
 // ---- selection ----
 // torch.Tensor.where(condition, other): this where condition holds.

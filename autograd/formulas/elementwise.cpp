@@ -3,6 +3,8 @@
 
 #include "autograd/formulas/elementwise.h"
 
+#include "runtime/autograd_hooks.h"
+#include "runtime/distributed.h"
 #include "runtime/ops.h"
 #include "runtime/ops/elementwise_grad.h"
 
@@ -22,6 +24,10 @@ void install_grad_hooks(ElementwiseGradHooks& hooks) {
 }
 
 namespace autograd {
+
+bool fused_applies(const Tensor& grad, const Tensor& x, const Tensor& y) {
+  return !any_requires_grad(grad, x, y) && !any_distributed(grad, x, y);
+}
 
 Tensor zero_of(const Tensor& t) { return scalar_tensor(0, t.dtype()); }
 

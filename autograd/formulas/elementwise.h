@@ -42,6 +42,11 @@ class BroadcastInput {
   Shape shape_;
 };
 
+// Whether a formula may compute its gradient with pointwise_backward (Note [Fused pointwise
+// backward]): nothing it reads requires grad under grad mode (the result need not record) and
+// every tensor is local. Undefined tensors allowed.
+bool fused_applies(const Tensor& grad, const Tensor& x, const Tensor& y = {});
+
 // A 0-dim zero of t's dtype: the "no gradient here" operand of where.
 Tensor zero_of(const Tensor& t);
 

@@ -1,6 +1,8 @@
 // Backward formulas of the binary elementwise ops (tensor-tensor, tensor-scalar, scalar-tensor) and
 // where, as PyTorch's derivatives.yaml. Broadcast inputs get their gradient summed back with
-// sum_to; each node saves only what the gradients that are needed read.
+// sum_to; each node saves only what the gradients that are needed read. Gradients that take more
+// than one runtime op are one fused kernel unless they must record (Note [Fused pointwise
+// backward] in runtime/ops/elementwise_backward.cpp).
 
 #include <cmath>
 #include <limits>
@@ -69,7 +71,13 @@ class DivBackward final : public FormulaNode {
     const Tensor other = b.unpack(*this);
     Tensor ga, gb;
     if (needs_input_grad(0)) ga = a_shape.reduce(grad / other);
-    if (needs_input_grad(1)) gb = b_shape.reduce(neg(grad) * a.unpack(*this) / (other * other));
+    if (needs_input_grad(1)) {
+      const Tensor x = a.unpack(*this);
+      gb = b_shape.reduce(
+          fused_applies(grad, x, other)
+              ? pointwise_backward(PointwiseGradOp::kDivOtherBackward, grad, x, other)
+              : neg(grad) * x / (other * other));
+    }
     return {std::move(ga), std::move(gb)};
   }
   void release_variables() override {
@@ -98,6 +106,16 @@ class PowBackward final : public FormulaNode {
     const Tensor a = self.unpack(*this);
     const Tensor b = exponent.unpack(*this);
     Tensor ga, gb;
+    if (fused_applies(grad, a, b)) {
+      if (needs_input_grad(0)) {
+        ga = self_shape.reduce(pointwise_backward(PointwiseGradOp::kPowSelfBackward, grad, a, b));
+      }
+      if (needs_input_grad(1)) {
+        gb = exponent_shape.reduce(
+            pointwise_backward(PointwiseGradOp::kPowExponentBackward, grad, a, b));
+      }
+      return {std::move(ga), std::move(gb)};
+    }
     if (needs_input_grad(0)) {
       // pow_backward_self: 0 where the exponent is 0 (d/da a^0 = 0, even at a = 0).
       ga = self_shape.reduce(where(b == 0, zero_of(grad), grad * (b * pow(a, b - 1))));
@@ -206,6 +224,9 @@ class ScalarBinaryBackward final : public FormulaNode {
       case BinaryOp::kDiv: {
         if (!scalar_first_) return {div(grad, s_)};
         const Tensor a = input.unpack(*this);  // d(s/a)/da = -s / a^2
+        if (fused_applies(grad, a)) {
+          return {pointwise_backward(PointwiseGradOp::kRdivBackward, grad, a, {}, s_.to_double())};
+        }
         return {mul(grad / (a * a), negated(s_))};
       }
       case BinaryOp::kPow:
@@ -225,15 +246,24 @@ class ScalarBinaryBackward final : public FormulaNode {
   // pow(a, s): s * a^(s-1), and zeros for s == 0.
   Tensor scalar_exponent_grad(const Tensor& grad) const {
     if (s_.to_double() == 0.0) return zeros_like(grad);
+    const Tensor a = input.unpack(*this);
+    if (fused_applies(grad, a)) {
+      return pointwise_backward(PointwiseGradOp::kPowScalarBackward, grad, a, {}, s_.to_double());
+    }
     const Scalar s_minus_1 =
         s_.is_floating_point() ? Scalar(s_.to_double() - 1.0) : Scalar(s_.to_int64() - 1);
-    return grad * mul(pow(input.unpack(*this), s_minus_1), s_);
+    return grad * mul(pow(a, s_minus_1), s_);
   }
   // pow(s, a): s^a log(s); input is saved only for s == 0.
   Tensor scalar_base_grad(const Tensor& grad) const {
     const Tensor out = result.unpack(*this);
     const double base = s_.to_double();
-    if (base != 0.0) return grad * mul(out, std::log(base));
+    if (base != 0.0) {
+      if (fused_applies(grad, out)) {
+        return pointwise_backward(PointwiseGradOp::kRpowBackward, grad, out, {}, std::log(base));
+      }
+      return grad * mul(out, std::log(base));
+    }
     const Tensor g = grad * mul(out, -std::numeric_limits<double>::infinity());  // log(0)
     return where(input.unpack(*this) >= 0, zero_of(g), g);
   }

@@ -1,6 +1,9 @@
 // Backward formulas of the unary elementwise ops, gelu (both approximations) and clamp, as
-// PyTorch's derivatives.yaml. Written with runtime ops, so that they record under create_graph.
+// PyTorch's derivatives.yaml: one fused kernel per gradient, or, when the gradient must record
+// (create_graph), the same formula written with runtime ops (Note [Fused pointwise backward] in
+// runtime/ops/elementwise_backward.cpp).
 
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,6 +12,7 @@
 #include "autograd/formulas/elementwise.h"
 #include "runtime/autograd_hooks.h"
 #include "runtime/ops.h"
+#include "runtime/ops/elementwise_grad.h"
 
 namespace tessera::autograd {
 
@@ -38,6 +42,10 @@ const char* backward_name(UnaryOp op) {
       return "TanhBackward0";
     case UnaryOp::kSigmoid:
       return "SigmoidBackward0";
+    case UnaryOp::kErf:
+      return "ErfBackward0";
+    case UnaryOp::kErfc:
+      return "ErfcBackward0";
     case UnaryOp::kLogicalNot:
       break;
   }
@@ -56,6 +64,8 @@ Saves saved_by(UnaryOp op) {
     case UnaryOp::kLog:
     case UnaryOp::kGelu:
     case UnaryOp::kSilu:
+    case UnaryOp::kErf:
+    case UnaryOp::kErfc:
       return Saves::kInput;
     case UnaryOp::kExp:
     case UnaryOp::kSqrt:
@@ -71,42 +81,17 @@ Saves saved_by(UnaryOp op) {
   return Saves::kNothing;
 }
 
-constexpr double kInvSqrt2Pi = 0.3989422804014327;   // 1 / sqrt(2 pi)
+constexpr double kInvSqrt2 = 0.7071067811865476;    // 1 / sqrt(2)
+constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1 / sqrt(2 pi)
+constexpr double kTwoOverSqrtPi = 1.1283791670955126;
 constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2 / pi)
 constexpr double kGeluTanhCoeff = 0.044715;
 
 // exp(-x^2 / 2) / sqrt(2 pi), the standard normal density.
 Tensor normal_pdf(const Tensor& x) { return mul(exp(mul(x * x, -0.5)), kInvSqrt2Pi); }
 
-class NormalCdfBackward final : public FormulaNode {
- public:
-  NormalCdfBackward() : FormulaNode("NormalCdfBackward0") {}
-  SavedTensor self;
-  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    if (!grads[0].defined()) return {Tensor()};
-    return {grads[0] * normal_pdf(self.unpack(*this))};
-  }
-  void release_variables() override { self.release(); }
-};
-
-// Phi(x), the standard normal CDF, which exact GELU's derivative needs. The runtime has no erf
-// op, but the gelu kernel computes x * Phi(x) to within rounding, so Phi(x) = gelu(x) / x away
-// from 0 (and 1/2 at 0). Its own node makes it differentiable to any order.
-Tensor normal_cdf(const Tensor& x) {
-  Tensor cdf;
-  {
-    NoGradGuard no_grad;
-    const Tensor at_zero = x == 0;
-    cdf = where(at_zero, scalar_tensor(0.5, x.dtype()),
-                gelu(x) / where(at_zero, scalar_tensor(1, x.dtype()), x));
-  }
-  if (any_requires_grad(x)) {
-    auto node = std::make_shared<NormalCdfBackward>();
-    record(node, {x}, {&cdf});
-    node->self = SavedTensor(x, false);
-  }
-  return cdf;
-}
+// Phi(x) = erfc(-x / sqrt 2) / 2, the standard normal CDF (erfc keeps the negative tail exact).
+Tensor normal_cdf(const Tensor& x) { return mul(erfc(mul(x, -kInvSqrt2)), 0.5); }
 
 // d/dx gelu(x).
 Tensor gelu_derivative(const Tensor& x, bool tanh_approx) {
@@ -149,6 +134,10 @@ Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& saved) {
       return grad * (1.0 - saved * saved);
     case UnaryOp::kSigmoid:
       return grad * (saved * (1.0 - saved));
+    case UnaryOp::kErf:
+      return grad * mul(exp(neg(saved * saved)), kTwoOverSqrtPi);
+    case UnaryOp::kErfc:
+      return grad * mul(exp(neg(saved * saved)), -kTwoOverSqrtPi);
     case UnaryOp::kLogicalNot:
       break;
   }
@@ -156,13 +145,53 @@ Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& saved) {
   return Tensor();
 }
 
+// The fused kernel of op's gradient (neg's, -grad, is one pass already).
+PointwiseGradOp fused_op(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::kAbs:
+      return PointwiseGradOp::kAbsBackward;
+    case UnaryOp::kExp:
+      return PointwiseGradOp::kExpBackward;
+    case UnaryOp::kLog:
+      return PointwiseGradOp::kLogBackward;
+    case UnaryOp::kSqrt:
+      return PointwiseGradOp::kSqrtBackward;
+    case UnaryOp::kRsqrt:
+      return PointwiseGradOp::kRsqrtBackward;
+    case UnaryOp::kRelu:
+      return PointwiseGradOp::kReluBackward;
+    case UnaryOp::kGelu:
+      return PointwiseGradOp::kGeluBackward;
+    case UnaryOp::kSilu:
+      return PointwiseGradOp::kSiluBackward;
+    case UnaryOp::kTanh:
+      return PointwiseGradOp::kTanhBackward;
+    case UnaryOp::kSigmoid:
+      return PointwiseGradOp::kSigmoidBackward;
+    case UnaryOp::kErf:
+      return PointwiseGradOp::kErfBackward;
+    case UnaryOp::kErfc:
+      return PointwiseGradOp::kErfcBackward;
+    case UnaryOp::kNeg:
+    case UnaryOp::kLogicalNot:
+      break;
+  }
+  TS_INTERNAL_ASSERT(false, "[", op_name(op), "] has no fused backward kernel");
+  return PointwiseGradOp::kExpBackward;
+}
+
 class UnaryBackward final : public FormulaNode {
  public:
   explicit UnaryBackward(UnaryOp op) : FormulaNode(backward_name(op)), op_(op) {}
   SavedTensor saved;  // input or output, per saved_by(op_)
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    if (!grads[0].defined()) return {Tensor()};
-    return {unary_backward(op_, grads[0], saved.unpack(*this))};
+    const Tensor& grad = grads[0];
+    if (!grad.defined()) return {Tensor()};
+    const Tensor x = saved.unpack(*this);
+    if (op_ != UnaryOp::kNeg && fused_applies(grad, x)) {
+      return {pointwise_backward(fused_op(op_), grad, x)};
+    }
+    return {unary_backward(op_, grad, x)};
   }
   void release_variables() override { saved.release(); }
 
@@ -176,8 +205,14 @@ class GeluBackward final : public FormulaNode {
   explicit GeluBackward(bool tanh_approx) : FormulaNode("GeluBackward0"), tanh_(tanh_approx) {}
   SavedTensor self;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    if (!grads[0].defined()) return {Tensor()};
-    return {grads[0] * gelu_derivative(self.unpack(*this), tanh_)};
+    const Tensor& grad = grads[0];
+    if (!grad.defined()) return {Tensor()};
+    const Tensor x = self.unpack(*this);
+    if (fused_applies(grad, x)) {
+      return {pointwise_backward(
+          tanh_ ? PointwiseGradOp::kGeluTanhBackward : PointwiseGradOp::kGeluBackward, grad, x)};
+    }
+    return {grad * gelu_derivative(x, tanh_)};
   }
   void release_variables() override { self.release(); }
 
@@ -195,6 +230,12 @@ class ClampBackward final : public FormulaNode {
     const Tensor& grad = grads[0];
     if (!grad.defined()) return {Tensor()};
     const Tensor x = self.unpack(*this);
+    if (fused_applies(grad, x)) {
+      constexpr double kInf = std::numeric_limits<double>::infinity();
+      return {pointwise_backward(PointwiseGradOp::kClampBackward, grad, x, {},
+                                 min_ ? min_->to_double() : -kInf,
+                                 max_ ? max_->to_double() : kInf)};
+    }
     Tensor pass;
     if (min_ && max_) {
       pass = logical_and(x >= *min_, x <= *max_);

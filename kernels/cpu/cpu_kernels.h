@@ -8,6 +8,7 @@ namespace tessera::cpu {
 
 void register_copy_kernels(KernelTable& table);
 void register_elementwise_kernels(KernelTable& table);
+void register_elementwise_backward_kernels(KernelTable& table);
 void register_reduction_kernels(KernelTable& table);
 void register_linalg_kernels(KernelTable& table);
 void register_nn_kernels(KernelTable& table);

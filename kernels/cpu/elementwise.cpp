@@ -7,8 +7,8 @@
 // 1-element op must stay cheap); otherwise for_each_strided hands out runs (Note [Strided loops]).
 // Within a run, float/double/integer data with contiguous or stride-0 operands is processed in
 // place by loops GCC vectorizes, and transcendental unary ops go through Eigen's packet math.
-// Everything else (Half/BFloat16, strided runs) is converted in blocks of kBlock elements into
-// op-math buffers, computed there by the same contiguous code, and written back.
+// Everything else (Half/BFloat16, strided runs) is converted in blocks of kOpMathBlock elements
+// into op-math buffers, computed there by the same contiguous code, and written back.
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -20,73 +20,11 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_functors.h"
-#include "kernels/cpu/loops.h"
-#include "runtime/half_convert.h"
+#include "kernels/cpu/elementwise_loops.h"
 
 namespace tessera::cpu {
 
 namespace {
-
-constexpr int64_t kBlock = 256;
-
-bool all_strides_zero(const Tensor& t) {
-  return std::all_of(t.strides().begin(), t.strides().end(), [](int64_t s) { return s == 0; });
-}
-
-// See Note [Elementwise inner loops].
-template <size_t N, typename Inner>
-void for_each_element(const std::array<const Tensor*, N>& ts, const Inner& inner) {
-  const int64_t numel = ts[0]->numel();
-  if (numel == 0) return;
-  std::array<int64_t, N> step{};
-  for (size_t k = 0; k < N; ++k) {
-    if (ts[k]->is_contiguous()) {
-      step[k] = static_cast<int64_t>(ts[k]->element_size());
-    } else if (!all_strides_zero(*ts[k])) {
-      for_each_strided<N>(ts, inner);
-      return;
-    }
-  }
-  std::array<char*, N> base;
-  for (size_t k = 0; k < N; ++k) base[k] = static_cast<char*>(ts[k]->raw_data());
-  parallel_for(0, numel, kElementwiseGrain, [&](int64_t b, int64_t e) {
-    std::array<char*, N> p;
-    for (size_t k = 0; k < N; ++k) p[k] = base[k] + b * step[k];
-    inner(p, step, e - b);
-  });
-}
-
-// Contiguous float16 and bfloat16 convert in bulk (runtime/half_convert.h).
-template <typename T, typename C>
-void gather(C* dst, const char* src, int64_t stride, int64_t n) {
-  if constexpr (std::is_same_v<T, Half> && std::is_same_v<C, float>) {
-    if (stride == sizeof(Half)) {
-      return ::tessera::detail::halves_to_floats(reinterpret_cast<const Half*>(src), dst, n);
-    }
-  }
-  if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<C, float>) {
-    if (stride == sizeof(BFloat16)) {
-      return ::tessera::detail::bfloat16s_to_floats(reinterpret_cast<const BFloat16*>(src), dst, n);
-    }
-  }
-  for (int64_t i = 0; i < n; ++i)
-    dst[i] = static_cast<C>(*reinterpret_cast<const T*>(src + i * stride));
-}
-
-template <typename T, typename C>
-void scatter(char* dst, int64_t stride, const C* src, int64_t n) {
-  if constexpr (std::is_same_v<T, Half> && std::is_same_v<C, float>) {
-    if (stride == sizeof(Half)) {
-      return ::tessera::detail::floats_to_halves(src, reinterpret_cast<Half*>(dst), n);
-    }
-  }
-  if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<C, float>) {
-    if (stride == sizeof(BFloat16)) {
-      return ::tessera::detail::floats_to_bfloat16s(src, reinterpret_cast<BFloat16*>(dst), n);
-    }
-  }
-  for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(dst + i * stride) = static_cast<T>(src[i]);
-}
 
 // Note [Streaming stores]
 // An output of kStreamBytes or more is written with non-temporal stores, so that the CPU does not
@@ -181,6 +119,9 @@ void unary_run(C* out, const C* in, int64_t n) {
     } else if constexpr (op == UnaryOp::kGelu) {
       o = C(0.5) * x * (C(1) + (x * C(0.70710678118654752440)).erf());
       return;
+    } else if constexpr (op == UnaryOp::kErf) {
+      o = x.erf();
+      return;
     }
   }
   for (int64_t i = 0; i < n; ++i) out[i] = fn(in[i]);
@@ -205,9 +146,9 @@ void unary_apply(const Tensor& out, const Tensor& in, const Run& run) {
             return;
           }
         }
-        C buf[kBlock];
-        for (int64_t i = 0; i < n; i += kBlock) {
-          const int64_t m = std::min(kBlock, n - i);
+        C buf[kOpMathBlock];
+        for (int64_t i = 0; i < n; i += kOpMathBlock) {
+          const int64_t m = std::min(kOpMathBlock, n - i);
           gather<T>(buf, p[1] + i * s[1], s[1], m);
           run(buf, buf, m);
           scatter<T>(p[0] + i * s[0], s[0], buf, m);
@@ -285,12 +226,12 @@ void binary_apply(const Tensor& out, const Tensor& a, const Tensor& b, const Fn&
           }
         }
         // Block path: a scalar operand is converted once, not once per block.
-        C xbuf[kBlock], ybuf[kBlock];
-        R rbuf[kBlock];
+        C xbuf[kOpMathBlock], ybuf[kOpMathBlock];
+        R rbuf[kOpMathBlock];
         if (s[1] == 0) gather<T>(xbuf, p[1], 0, 1);
         if (s[2] == 0) gather<T>(ybuf, p[2], 0, 1);
-        for (int64_t i = 0; i < n; i += kBlock) {
-          const int64_t m = std::min(kBlock, n - i);
+        for (int64_t i = 0; i < n; i += kOpMathBlock) {
+          const int64_t m = std::min(kOpMathBlock, n - i);
           if (s[1] != 0) gather<T>(xbuf, p[1] + i * s[1], s[1], m);
           if (s[2] != 0) gather<T>(ybuf, p[2] + i * s[2], s[2], m);
           binary_run(rbuf, xbuf, s[1] == 0 ? 0 : 1, ybuf, s[2] == 0 ? 0 : 1, m, fn);

@@ -181,6 +181,8 @@ TS_FLOAT_UNARY_FN(kSigmoid, C(1) / (C(1) + std::exp(-x)))
 TS_FLOAT_UNARY_FN(kSilu, x / (C(1) + std::exp(-x)))
 // Exact (erf) GELU; the tanh approximation is composed by the entry point.
 TS_FLOAT_UNARY_FN(kGelu, C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440))))
+TS_FLOAT_UNARY_FN(kErf, std::erf(x))
+TS_FLOAT_UNARY_FN(kErfc, std::erfc(x))
 #undef TS_FLOAT_UNARY_FN
 
 // ---- binary: BinaryFn<op>{}(a, b) in op-math type C; kCompare ops return bool ----
@@ -325,6 +327,85 @@ struct ClampFn {
     if (has_lo) x = nan_max(x, lo);
     if (has_hi) x = nan_min(x, hi);
     return x;
+  }
+};
+
+// ---- fused backward: GradFn<op, C>{p0, p1}(g, x, y), floating C only ----
+// The gradient of one input of a pointwise op from the incoming gradient g and the saved operands
+// (PointwiseGradOp in runtime/op_table.h says what x, y, p0 and p1 are; y is 0 for one-operand
+// ops). Written to follow the composite formulas of autograd/formulas/elementwise_*.cpp term for
+// term, which create_graph still uses.
+
+inline constexpr double kInvSqrt2 = 0.70710678118654752440;    // 1 / sqrt(2)
+inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
+inline constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+inline constexpr double kSqrt2OverPi = 0.79788456080286535588;
+inline constexpr double kGeluTanhCoeff = 0.044715;
+
+template <PointwiseGradOp op, typename C>
+struct GradFn;
+
+#define TS_GRAD_FN(op, expr)                                                             \
+  template <typename C>                                                                  \
+  struct GradFn<PointwiseGradOp::op, C> {                                                \
+    C p0;                                                                                \
+    C p1;                                                                                \
+    TS_HOST_DEVICE C operator()(C g, [[maybe_unused]] C x, [[maybe_unused]] C y) const { \
+      return expr;                                                                       \
+    }                                                                                    \
+  };
+
+// Formatting off: clang-format takes `g * x` in a macro argument for a declaration.
+// clang-format off
+TS_GRAD_FN(kAbsBackward, g * C((x > C(0)) - (x < C(0))))
+TS_GRAD_FN(kExpBackward, g * x)
+TS_GRAD_FN(kLogBackward, g / x)
+TS_GRAD_FN(kSqrtBackward, g / (C(2) * x))
+TS_GRAD_FN(kRsqrtBackward, g * x * x * x * C(-0.5))
+TS_GRAD_FN(kReluBackward, x > C(0) ? g : C(0))
+// Phi(x) through erfc, which keeps its relative accuracy far into the negative tail.
+TS_GRAD_FN(kGeluBackward, g * (C(0.5) * std::erfc(-x * C(kInvSqrt2)) +
+                               x * C(kInvSqrt2Pi) * std::exp(C(-0.5) * x * x)))
+TS_GRAD_FN(kTanhBackward, g * (C(1) - x * x))
+TS_GRAD_FN(kSigmoidBackward, g * (x * (C(1) - x)))
+TS_GRAD_FN(kErfBackward, g * C(kTwoOverSqrtPi) * std::exp(-x * x))
+TS_GRAD_FN(kErfcBackward, g * C(-kTwoOverSqrtPi) * std::exp(-x * x))
+// NaN fails both comparisons: no gradient, as clamp_backward.
+TS_GRAD_FN(kClampBackward, x >= p0 && x <= p1 ? g : C(0))
+TS_GRAD_FN(kPowScalarBackward, p0 == C(0) ? C(0) : g * (std::pow(x, p0 - C(1)) * p0))
+TS_GRAD_FN(kRdivBackward, g / (x * x) * -p0)
+TS_GRAD_FN(kRpowBackward, g * (x * p0))
+TS_GRAD_FN(kDivOtherBackward, -g * x / (y * y))
+TS_GRAD_FN(kPowSelfBackward, y == C(0) ? C(0) : g * (y * std::pow(x, y - C(1))))
+TS_GRAD_FN(kPowExponentBackward,
+           x == C(0) && y >= C(0) ? C(0) : g * (std::pow(x, y) * std::log(x)))
+// clang-format on
+#undef TS_GRAD_FN
+
+// gelu(x) = x/2 (1 + tanh(u)) = x s, s = sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3), so
+// gelu'(x) = s (1 + 2 x (1 - s) u'(x)). Not from tanh(u): 1 + tanh(u) cancels for negative x and
+// float32 would lose about 1e-6 of a derivative of that size.
+template <typename C>
+struct GradFn<PointwiseGradOp::kGeluTanhBackward, C> {
+  C p0;
+  C p1;
+  TS_HOST_DEVICE C operator()(C g, C x, C /*y*/) const {
+    const C x2 = x * x;
+    const C u = C(kSqrt2OverPi) * (x + C(kGeluTanhCoeff) * x2 * x);
+    const C s = C(1) / (C(1) + std::exp(C(-2) * u));
+    const C du = C(kSqrt2OverPi) * (C(1) + C(3 * kGeluTanhCoeff) * x2);
+    return g * (s * (C(1) + C(2) * x * (C(1) - s) * du));
+  }
+};
+
+// silu'(x) = s (1 + x (1 - s)), s = sigmoid(x).
+template <typename C>
+struct GradFn<PointwiseGradOp::kSiluBackward, C> {
+  C p0;
+  C p1;
+  TS_HOST_DEVICE C operator()(C g, C x, C /*y*/) const {
+    const C s = C(1) / (C(1) + std::exp(-x));
+    return g * (s * (C(1) + x * (C(1) - s)));
   }
 };
 

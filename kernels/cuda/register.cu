@@ -8,6 +8,7 @@ namespace tessera::cuda {
 bool install_cuda_kernels(KernelTable& table) {
   register_copy_kernels(table);
   register_elementwise_kernels(table);
+  register_elementwise_backward_kernels(table);
   register_random_kernels(table);
   register_reduction_kernels(table);
   register_nn_kernels(table);

@@ -419,6 +419,8 @@ Tensor relu(const Tensor& a) { return unary_op(UnaryOp::kRelu, a); }
 Tensor silu(const Tensor& a) { return unary_op(UnaryOp::kSilu, a); }
 Tensor tanh(const Tensor& a) { return unary_op(UnaryOp::kTanh, a); }
 Tensor sigmoid(const Tensor& a) { return unary_op(UnaryOp::kSigmoid, a); }
+Tensor erf(const Tensor& a) { return unary_op(UnaryOp::kErf, a); }
+Tensor erfc(const Tensor& a) { return unary_op(UnaryOp::kErfc, a); }
 
 Tensor gelu(const Tensor& a, const std::string& approximate) {
   if (any_distributed(a)) {

@@ -35,6 +35,16 @@ struct ElementwiseGradHooks {
 
 void install_grad_hooks(ElementwiseGradHooks& hooks);
 
+// The gradient of one input of a pointwise op in one kernel pass (Note [Fused pointwise backward]
+// in runtime/ops/elementwise_backward.cpp; PointwiseGradOp in runtime/op_table.h says what x, y,
+// p0 and p1 are). grad, x and y (undefined for one-operand ops) broadcast together; the result
+// has the broadcast shape and the dtype grad * x * y would have (torch.result_type), on their
+// common device. Records nothing: autograd formulas call it when no operand requires grad.
+// Errors: a non-floating result dtype, shapes that do not broadcast, devices that differ,
+// distributed operands (backward formulas run on local tensors).
+Tensor pointwise_backward(PointwiseGradOp op, const Tensor& grad, const Tensor& x,
+                          const Tensor& y = {}, double p0 = 0, double p1 = 0);
+
 namespace detail {
 // The entry point behind every tensor-scalar operator and op: op(a, s), or op(s, a) when
 // scalar_first, with s taking part in promotion as a Python number.

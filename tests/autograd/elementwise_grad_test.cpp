@@ -71,6 +71,8 @@ std::vector<UnaryCase> unary_cases() {
       {"silu", [](const Tensor& x) { return silu(x); }, "SiluBackward0", false},
       {"tanh", [](const Tensor& x) { return tanh(x); }, "TanhBackward0", false},
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, "SigmoidBackward0", false},
+      {"erf", [](const Tensor& x) { return erf(x); }, "ErfBackward0", false},
+      {"erfc", [](const Tensor& x) { return erfc(x); }, "ErfcBackward0", false},
   };
 }
 
@@ -106,7 +108,8 @@ TEST_CASE("unary ops at their kinks: relu and abs take PyTorch's values at 0",
   CHECK(values(x.grad())[1] == Approx(0.5));
 }
 
-TEST_CASE("second derivatives of exp, log, tanh, sigmoid and gelu", "[elementwise_grad]") {
+TEST_CASE("second derivatives of exp, log, tanh, sigmoid, gelu, silu, erf and erfc",
+          "[elementwise_grad]") {
   const Tensor x = random_leaf({2, 3}, 11, -2.0, 2.0);
   const Tensor p = positive_leaf({2, 3}, 12);
   CHECK(gradgradcheck([](const Inputs& in) { return exp(in[0]); }, {x}));
@@ -116,6 +119,8 @@ TEST_CASE("second derivatives of exp, log, tanh, sigmoid and gelu", "[elementwis
   CHECK(gradgradcheck([](const Inputs& in) { return gelu(in[0]); }, {x}));
   CHECK(gradgradcheck([](const Inputs& in) { return gelu(in[0], "tanh"); }, {x}));
   CHECK(gradgradcheck([](const Inputs& in) { return silu(in[0]); }, {x}));
+  CHECK(gradgradcheck([](const Inputs& in) { return erf(in[0]); }, {x}));
+  CHECK(gradgradcheck([](const Inputs& in) { return erfc(in[0]); }, {x}));
 }
 
 struct BinaryCase {

@@ -1,6 +1,6 @@
-// CUDA elementwise kernels (unary, binary, where, clamp) against their CPU twins, on every layout
-// the kernels distinguish: contiguous (vectorized), unaligned contiguous, transposed, sliced with
-// a step, expand-broadcast, zero-size and 0-dim.
+// CUDA elementwise kernels (unary, binary, where, clamp, fused pointwise backward) against their
+// CPU twins, on every layout the kernels distinguish: contiguous (vectorized), unaligned
+// contiguous, transposed, sliced with a step, expand-broadcast, zero-size and 0-dim.
 
 #include <cstdint>
 #include <functional>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/ops.h"
+#include "runtime/ops/elementwise_grad.h"
 #include "runtime/tensor.h"
 #include "tests/cuda/cuda_compare.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -109,6 +110,8 @@ const std::vector<std::pair<std::string, std::function<ts::Tensor(const Args&)>>
     {"silu", [](const Args& a) { return ts::silu(a[0]); }},
     {"tanh", [](const Args& a) { return ts::tanh(a[0]); }},
     {"sigmoid", [](const Args& a) { return ts::sigmoid(a[0]); }},
+    {"erf", [](const Args& a) { return ts::erf(a[0]); }},
+    {"erfc", [](const Args& a) { return ts::erfc(a[0]); }},
     {"logical_not", [](const Args& a) { return ts::logical_not(a[0]); }},
 };
 
@@ -247,6 +250,38 @@ TEST_CASE("cuda clamp matches the CPU on every layout and dtype", "[cuda][elemen
                  {make_input(layout, dtype, 52)});
       compare_op(what + " hi only", [](const Args& a) { return ts::clamp(a[0], std::nullopt, 3); },
                  {make_input(layout, dtype, 53)});
+    }
+  }
+}
+
+TEST_CASE("cuda fused pointwise backward kernels match the CPU on every layout",
+          "[cuda][elementwise]") {
+  TS_REQUIRE_CUDA_DEVICE();
+  // Operands in [-2, 2): the domain ops (log, sqrt, pow) give NaN on both devices alike.
+  struct GradOp {
+    ts::PointwiseGradOp op;
+    int operands;
+  };
+  const std::vector<GradOp> ops = {
+#define TS_GRAD_OP(e, label, operands) {ts::PointwiseGradOp::e, operands},
+      TS_FOR_EACH_POINTWISE_GRAD_OP(TS_GRAD_OP)
+#undef TS_GRAD_OP
+  };
+  for (const GradOp& g : ops) {
+    for (ts::DType dtype : {ts::kFloat32, ts::kFloat64, ts::kBFloat16, ts::kFloat16}) {
+      for (const Layout& layout : layouts()) {
+        const std::string what = std::string(ts::op_name(g.op)) + " " +
+                                 std::string(ts::dtype_name(dtype)) + " " + layout.name;
+        std::vector<Pair> in = {make_input(layout, dtype, 71), make_input(layout, dtype, 72)};
+        if (g.operands == 2) in.push_back(make_input(layout, dtype, 73));
+        compare_op(
+            what,
+            [op = g.op](const Args& a) {
+              return ts::pointwise_backward(op, a[0], a[1], a.size() > 2 ? a[2] : ts::Tensor(),
+                                            -0.5, 0.75);
+            },
+            in);
+      }
     }
   }
 }

@@ -170,6 +170,10 @@ std::vector<UnaryCase> unary_cases() {
       {UnaryOp::kSilu, [](const Tensor& t) { return silu(t); },
        [](double x) { return x * ref_sigmoid(x); }, -6, 6, true},
       {UnaryOp::kGelu, [](const Tensor& t) { return gelu(t); }, ref_gelu, -4, 4, true},
+      {UnaryOp::kErf, [](const Tensor& t) { return erf(t); }, [](double x) { return std::erf(x); },
+       -3, 3, true},
+      {UnaryOp::kErfc, [](const Tensor& t) { return erfc(t); },
+       [](double x) { return std::erfc(x); }, -3, 3, true},
   };
 }
 

@@ -94,6 +94,8 @@ TEST_CASE("unary methods equal the free functions", "[runtime][methods]") {
   CHECK(same(x.silu(), tessera::silu(x)));
   CHECK(same(x.tanh(), tessera::tanh(x)));
   CHECK(same(x.sigmoid(), tessera::sigmoid(x)));
+  CHECK(same(x.erf(), tessera::erf(x)));
+  CHECK(same(x.erfc(), tessera::erfc(x)));
   // A method on a view (non-contiguous input).
   CHECK(same(x.t().exp(), tessera::exp(x.t())));
 }

@@ -1,0 +1,81 @@
+#pragma once
+// The memory walks that the elementwise kernel files share (kernels/cpu/elementwise.cpp,
+// kernels/cpu/elementwise_backward.cpp): Note [Elementwise inner loops] in elementwise.cpp, and
+// conversions between storage and op-math buffers.
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cpu/loops.h"
+#include "runtime/half.h"
+#include "runtime/half_convert.h"
+#include "runtime/parallel.h"
+#include "runtime/tensor.h"
+
+namespace tessera::cpu {
+
+// Elements per op-math buffer: a few KiB, so that the buffers of an op stay in L1.
+inline constexpr int64_t kOpMathBlock = 256;
+
+inline bool all_strides_zero(const Tensor& t) {
+  return std::all_of(t.strides().begin(), t.strides().end(), [](int64_t s) { return s == 0; });
+}
+
+// See Note [Elementwise inner loops].
+template <size_t N, typename Inner>
+void for_each_element(const std::array<const Tensor*, N>& ts, const Inner& inner) {
+  const int64_t numel = ts[0]->numel();
+  if (numel == 0) return;
+  std::array<int64_t, N> step{};
+  for (size_t k = 0; k < N; ++k) {
+    if (ts[k]->is_contiguous()) {
+      step[k] = static_cast<int64_t>(ts[k]->element_size());
+    } else if (!all_strides_zero(*ts[k])) {
+      for_each_strided<N>(ts, inner);
+      return;
+    }
+  }
+  std::array<char*, N> base;
+  for (size_t k = 0; k < N; ++k) base[k] = static_cast<char*>(ts[k]->raw_data());
+  parallel_for(0, numel, kElementwiseGrain, [&](int64_t b, int64_t e) {
+    std::array<char*, N> p;
+    for (size_t k = 0; k < N; ++k) p[k] = base[k] + b * step[k];
+    inner(p, step, e - b);
+  });
+}
+
+// Contiguous float16 and bfloat16 convert in bulk (runtime/half_convert.h).
+template <typename T, typename C>
+void gather(C* dst, const char* src, int64_t stride, int64_t n) {
+  if constexpr (std::is_same_v<T, Half> && std::is_same_v<C, float>) {
+    if (stride == sizeof(Half)) {
+      return ::tessera::detail::halves_to_floats(reinterpret_cast<const Half*>(src), dst, n);
+    }
+  }
+  if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<C, float>) {
+    if (stride == sizeof(BFloat16)) {
+      return ::tessera::detail::bfloat16s_to_floats(reinterpret_cast<const BFloat16*>(src), dst, n);
+    }
+  }
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = static_cast<C>(*reinterpret_cast<const T*>(src + i * stride));
+}
+
+template <typename T, typename C>
+void scatter(char* dst, int64_t stride, const C* src, int64_t n) {
+  if constexpr (std::is_same_v<T, Half> && std::is_same_v<C, float>) {
+    if (stride == sizeof(Half)) {
+      return ::tessera::detail::floats_to_halves(src, reinterpret_cast<Half*>(dst), n);
+    }
+  }
+  if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<C, float>) {
+    if (stride == sizeof(BFloat16)) {
+      return ::tessera::detail::floats_to_bfloat16s(src, reinterpret_cast<BFloat16*>(dst), n);
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(dst + i * stride) = static_cast<T>(src[i]);
+}
+
+}  // namespace tessera::cpu
