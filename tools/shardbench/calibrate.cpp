@@ -91,7 +91,7 @@ const AlphaBeta& Calibration::line(const std::string& kind, int group_size) cons
 }
 
 Calibration calibrate(const std::vector<Shape>& mesh_shapes, const ModelConfig& model,
-                      const RunOptions& run) {
+                      const RunOptions& run, int64_t ranks) {
   Calibration cal;
   cal.cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   {
@@ -102,6 +102,22 @@ Calibration calibrate(const std::vector<Shape>& mesh_shapes, const ModelConfig& 
     IntraOpThreads one(1);
     cal.gemm_flops_one_thread = 2.0 * 512 * 512 * 512 / time_median(gemm, 5);
     cal.one_thread = measure(strategy_named("single", 1), model, run, {});
+    ModelConfig share = model;
+    share.batch = std::max<int64_t>(1, model.batch / ranks);
+    cal.batch = model.batch;
+    cal.small_batch = share.batch;
+    if (share.batch < model.batch) {
+      const Measurement small = measure(strategy_named("single", 1), share, run, {});
+      const double full_s = cal.one_thread.forward_s + cal.one_thread.backward_s;
+      const double small_s = small.forward_s + small.backward_s;
+      cal.compute_per_sequence_s =
+          std::max(0.0, (full_s - small_s) / static_cast<double>(model.batch - share.batch));
+      cal.compute_fixed_s =
+          std::max(0.0, full_s - cal.compute_per_sequence_s * static_cast<double>(model.batch));
+    } else {
+      cal.compute_per_sequence_s =
+          (cal.one_thread.forward_s + cal.one_thread.backward_s) / static_cast<double>(model.batch);
+    }
     const Tensor src = randn({16 << 20});
     Tensor dst = empty({16 << 20});
     const double s = time_median([&] { dst.copy_(src); }, 5);

@@ -34,8 +34,12 @@ struct Calibration {
   double gemm_flops_one_thread = 0.0;
   double copy_bytes_per_s = 0.0;  // 64 MiB copy, read + write
   int64_t cores = 1;
-  // The model's one-device step on one intra-op thread, as each rank thread computes.
+  // The model's one-device step on one intra-op thread, as each rank thread computes, at the
+  // whole batch and at the batch / ranks share: forward + backward as a line in the batch
+  // (a fixed per-step cost, kernel launches and small-op overhead, plus a per-sequence cost).
   Measurement one_thread;
+  int64_t batch = 1, small_batch = 1;
+  double compute_fixed_s = 0.0, compute_per_sequence_s = 0.0;
   // Of a kind on a group size; Error when not calibrated.
   const AlphaBeta& line(const std::string& kind, int group_size) const;
 };
@@ -43,6 +47,6 @@ struct Calibration {
 // Times the model on one thread and sweeps every collective kind the strategies issue over the
 // group sizes of their meshes.
 Calibration calibrate(const std::vector<Shape>& mesh_shapes, const ModelConfig& c,
-                      const RunOptions& run);
+                      const RunOptions& run, int64_t ranks);
 
 }  // namespace tessera::shardbench

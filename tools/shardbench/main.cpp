@@ -50,7 +50,7 @@ int run(const sb::Options& o) {
   for (const sb::Strategy& s : strategies) {
     if (!s.mesh_shape.empty()) meshes.push_back(s.mesh_shape);
   }
-  const sb::Calibration cal = sb::calibrate(meshes, o.model, o.run);
+  const sb::Calibration cal = sb::calibrate(meshes, o.model, o.run, o.ranks);
   bar.step("calibration");
   std::vector<sb::StrategyResult> results;
   for (const sb::Strategy& s : strategies) {

@@ -182,10 +182,14 @@ Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& c
     return p;
   }
   const double n = static_cast<double>(s.mesh_shape.numel());
-  // Each rank thread computes 1/n of forward and backward on one intra-op thread; the optimizer
-  // updates 1/n of the parameters except under DP (replicated). The rank threads share the cores.
+  // Each rank thread computes 1/n of forward and backward (a batch share, or a share of the
+  // features: the same work) on one intra-op thread, plus the fixed per-step cost that sharding
+  // does not divide; the optimizer updates 1/n of the parameters except under DP (replicated).
+  // The rank threads share the cores.
   const double optimizer_share = s.kind == StrategyKind::DP ? 1.0 : 1.0 / n;
-  const double per_rank = (one.forward_s + one.backward_s) / n + one.optimizer_s * optimizer_share;
+  const double per_rank = cal.compute_fixed_s +
+                          cal.compute_per_sequence_s * static_cast<double>(cal.batch) / n +
+                          one.optimizer_s * optimizer_share;
   p.compute_s = per_rank * n / std::min(n, static_cast<double>(cal.cores));
   for (const CollectiveTotal& t : expected_collectives(s, c)) {
     p.comm_s += cal.line(t.kind, t.group_size).seconds(t.count, t.bytes);
