@@ -76,6 +76,15 @@ int run(const sb::Options& o) {
 
 }  // namespace
 
+int simulate(const sb::Options& o) {
+  const sb::SimModel m = sb::sim_model_preset(o.sim_model);
+  const sb::Cluster c = sb::cluster_named(o.cluster);
+  const std::vector<sb::SimResult> results = sb::simulate(m, c, o.gpus, o.sim);
+  fmt::print("{}", sb::simulation_table(m, c, o.sim, results));
+  if (!o.json_file.empty()) write_file(o.json_file, sb::simulation_json(m, c, o.sim, results));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   try {
     const sb::Options o = sb::parse_options(std::vector<std::string>(argv + 1, argv + argc));
@@ -83,7 +92,7 @@ int main(int argc, char** argv) {
       fmt::print("{}", sb::usage());
       return 0;
     }
-    return run(o);
+    return o.simulate ? simulate(o) : run(o);
   } catch (const tessera::Error& e) {
     fmt::print(stderr, "{}\n", e.what());
     return 2;

@@ -51,7 +51,7 @@ step, calibrate a cost model on this machine and predict every strategy's step f
                             style colwise | rowwise | sequence, '*' matches one path level
   --steps N                 timed steps per strategy (default 5)
   --warmup N                untimed steps first (default 2)
-  --json FILE               write the results as JSON
+  --json FILE               write the results as JSON (with --simulate: the simulated plans)
   --svg FILE                write a chart of measured and predicted step times
   --help                    this text
 
@@ -59,6 +59,24 @@ Per strategy: step time (median, p10-p90; forward / backward / optimizer on rank
 collectives alone, the predicted step and its error, peak tensor memory per rank, the largest
 loss difference from one device, and the collectives of a step by kind and mesh dim (a line
 says when they differ from the strategy's closed-form formula).
+
+Simulation of a cluster that is not here (no measured run; see Note [Simulator assumptions] in
+tools/shardbench/simulate.cpp): per number of GPUs and plan (DP, FSDP, TP, DP x TP, FSDP x TP,
+TP inside a node) the step time, MFU, tokens/s per GPU, memory per GPU, feasibility, the best plan.
+  --simulate                simulate instead of measuring
+  --cluster NAME|FILE       8xH100 (default), 8xH200, A100 (8xA100 80GB, HDR IB) or a file of
+                            "key = value" lines: name, gpus_per_node, intra_node_GBps,
+                            intra_node_latency_us, inter_node_GBps (per GPU), inter_node_latency_us,
+                            bf16_TFLOPs, memory_TBps, memory_GB, compute_efficiency (optional)
+  --gpus LIST               GPU counts, comma-separated (default 8,64,512,4096)
+  --sim-model NAME          7b (default), 70b (LLaMA-2 shapes), 175b (GPT-3), gpt-1.7b,
+                            gpt-3.6b, gpt-7.5b, gpt-18.4b (Megatron-LM's Table 1)
+  --global-batch N          sequences per step (default 1024)
+  --micro-batch N           sequences per forward/backward (default 1)
+  --seq N                   with --simulate: sequence length (default: the model's)
+  --recompute               full activation recomputation
+  --no-flash-attention      count attention's s x s scores in activation memory
+  --efficiency X            fraction of bf16 peak compute reaches (default: the cluster's, 0.5)
 )";
 }
 
@@ -68,6 +86,12 @@ Options parse_options(const std::vector<std::string>& args) {
     const std::string& flag = args[i];
     if (flag == "--help" || flag == "-h") {
       o.help = true;
+      continue;
+    }
+    if (flag == "--simulate" || flag == "--recompute" || flag == "--no-flash-attention") {
+      o.simulate = o.simulate || flag == "--simulate";
+      o.sim.recompute = o.sim.recompute || flag == "--recompute";
+      o.sim.flash_attention = o.sim.flash_attention && flag != "--no-flash-attention";
       continue;
     }
     TS_CHECK(flag.rfind("--", 0) == 0, "[tessera-shardbench] unexpected argument '", flag,
@@ -86,6 +110,7 @@ Options parse_options(const std::vector<std::string>& args) {
       o.model.heads = parse_int(flag, value, 1);
     } else if (flag == "--seq") {
       o.model.seq = parse_int(flag, value, 1);
+      o.sim.seq = o.model.seq;
     } else if (flag == "--batch") {
       o.model.batch = parse_int(flag, value, 1);
     } else if (flag == "--vocab") {
@@ -109,6 +134,32 @@ Options parse_options(const std::vector<std::string>& args) {
       o.json_file = value;
     } else if (flag == "--svg") {
       o.svg_file = value;
+    } else if (flag == "--cluster") {
+      TS_CHECK(!value.empty(), "[tessera-shardbench] --cluster expects 8xH100, 8xH200, A100 or ",
+               "a cluster file");
+      o.cluster = value;
+    } else if (flag == "--gpus") {
+      o.gpus.clear();
+      for (const std::string& n : split_commas(value)) o.gpus.push_back(parse_int(flag, n, 1));
+      TS_CHECK(!o.gpus.empty(), "[tessera-shardbench] --gpus is empty");
+    } else if (flag == "--sim-model") {
+      sim_model_preset(value);  // the error lists the valid names
+      o.sim_model = value;
+    } else if (flag == "--global-batch") {
+      o.sim.global_batch = parse_int(flag, value, 1);
+    } else if (flag == "--micro-batch") {
+      o.sim.micro_batch = parse_int(flag, value, 1);
+    } else if (flag == "--efficiency") {
+      size_t used = 0;
+      double v = 0.0;
+      try {
+        v = std::stod(value, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      TS_CHECK(used == value.size() && !value.empty() && v > 0.0 && v <= 1.0,
+               "[tessera-shardbench] --efficiency expects a fraction in (0, 1], got '", value, "'");
+      o.sim.efficiency = v;
     } else {
       TS_CHECK(false, "[tessera-shardbench] unknown flag ", flag, "; see --help");
     }

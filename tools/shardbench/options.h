@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tools/shardbench/measure.h"
+#include "tools/shardbench/simulate.h"
 
 namespace tessera::shardbench {
 
@@ -16,10 +17,17 @@ struct Options {
   RunOptions run;
   std::string json_file, svg_file;
   bool help = false;
+  // --simulate: a cluster that is not here, instead of the measured run.
+  bool simulate = false;
+  std::string cluster = "8xH100";  // a preset or a cluster file
+  std::vector<int64_t> gpus{8, 64, 512, 4096};
+  std::string sim_model = "7b";
+  SimOptions sim;
 };
 
 // Errors (tessera::Error): an unknown flag, a missing or malformed value, a value out of range
-// (sizes >= 1, heads dividing hidden, steps >= 1), an unknown dtype or preset.
+// (sizes >= 1, heads dividing hidden, steps >= 1, efficiency in (0, 1]), an unknown dtype, preset
+// or --sim-model. A --cluster value is checked when the simulation reads it.
 Options parse_options(const std::vector<std::string>& args);
 std::string usage();
 
