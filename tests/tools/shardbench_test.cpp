@@ -65,6 +65,13 @@ TEST_CASE("every strategy's collectives equal its closed form and its loss one d
   }
 }
 
+TEST_CASE("float32 DP: the count all_reduce of cross_entropy stays int64", "[shardbench]") {
+  ModelConfig c = small("transformer");
+  c.dtype = kFloat32;
+  const Strategy s = strategy_named("dp", 4);
+  CHECK(measure(s, c, {.steps = 1, .warmup = 0}, {}).collectives == expected_collectives(s, c));
+}
+
 // The formulas of the issue, written independently of expected_collectives for the cases where
 // they are one line (float64: 8 bytes; 4 ranks; sizes divisible by 4).
 TEST_CASE("closed forms: DP all_reduces the gradients, FSDP gathers twice and reduce_scatters once",

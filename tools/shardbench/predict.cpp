@@ -127,11 +127,11 @@ std::vector<CollectiveTotal> expected_collectives(const Strategy& s, const Model
       break;
     case StrategyKind::DP: {
       // Every gradient comes out Partial(sum) and is all_reduced when the optimizer reads it;
-      // cross_entropy's mean over the sharded batch all_reduces its count of rows (one value).
+      // cross_entropy's mean over the sharded batch all_reduces its count of rows (one int64).
       if (c.preset == "mlp") {
         out.add(kAR, "0", g, 4, parameter_count(c) * b);
       } else {
-        out.add(kAR, "0", g, 1 + 16 * c.layers + 2 + 1 + 1, parameter_count(c) * b + b);
+        out.add(kAR, "0", g, 1 + 16 * c.layers + 2 + 1 + 1, parameter_count(c) * b + 8);
       }
       break;
     }
