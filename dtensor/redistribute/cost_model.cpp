@@ -4,6 +4,8 @@
 #include <atomic>
 #include <mutex>
 
+#include "collectives/observer.h"
+
 namespace tessera::dtensor {
 
 namespace {
@@ -27,12 +29,48 @@ int64_t local_bytes(const DTensorSpec& spec, const Placements& placements) {
   s.placements = placements;
   return spec.shape.numel() * static_cast<int64_t>(element_size(spec.dtype)) / s.num_shards();
 }
+
+std::string line_key(std::string_view collective, int64_t group_size) {
+  return std::string(collective) + "/" + std::to_string(group_size);
+}
+
+// all_reduce moves its message twice (reduce-scatter, then all-gather); the others once.
+double rounds_of(std::string_view collective) {
+  return collective == dist::collective_name(dist::CollectiveKind::AllReduce) ? 2.0 : 1.0;
+}
 }  // namespace
 
 const LinkCost& CostModel::link(int64_t mesh_dim) const {
   return mesh_dim < static_cast<int64_t>(per_mesh_dim.size())
              ? per_mesh_dim[static_cast<size_t>(mesh_dim)]
              : fallback;
+}
+
+void CostModel::set_line(std::string_view collective, int64_t group_size,
+                         const CollectiveLine& line) {
+  measured[line_key(collective, group_size)] = line;
+}
+
+const CollectiveLine* CostModel::line(std::string_view collective, int64_t group_size) const {
+  const auto it = measured.find(line_key(collective, group_size));
+  return it == measured.end() ? nullptr : &it->second;
+}
+
+double CostModel::seconds(std::string_view collective, int64_t group_size, int64_t count,
+                          int64_t bytes, const std::vector<int64_t>& mesh_dims) const {
+  if (const CollectiveLine* measured_line = line(collective, group_size)) {
+    return measured_line->seconds(count, bytes);
+  }
+  double alpha = mesh_dims.empty() ? fallback.alpha_s : 0.0;
+  double beta = mesh_dims.empty() ? fallback.beta_s_per_byte : 0.0;
+  for (int64_t m : mesh_dims) {
+    alpha = std::max(alpha, link(m).alpha_s);
+    beta = std::max(beta, link(m).beta_s_per_byte);
+  }
+  const double n = static_cast<double>(group_size);
+  const double rounds = rounds_of(collective);
+  return static_cast<double>(count) * (call_s + alpha * (n - 1) * rounds) +
+         beta * rounds * static_cast<double>(bytes) * (n - 1) / n;
 }
 
 const CostModel& cost_model() {
@@ -50,29 +88,27 @@ uint64_t cost_model_version() { return version_storage().load(); }
 
 StepCost step_cost(const DTensorSpec& spec, const RedistributeStep& step, const CostModel& model) {
   int64_t group = 1;
-  double alpha = 0.0;
-  double beta = 0.0;
-  for (int64_t m : step.mesh_dims) {
-    group *= spec.mesh.size(m);
-    alpha = std::max(alpha, model.link(m).alpha_s);
-    beta = std::max(beta, model.link(m).beta_s_per_byte);
-  }
+  for (int64_t m : step.mesh_dims) group *= spec.mesh.size(m);
   const int64_t in = local_bytes(spec, step.from);
   const int64_t out = local_bytes(spec, step.to);
-  const double n = static_cast<double>(group);
-  auto collective = [&](double rounds, int64_t bytes) {
-    const double wire = rounds * static_cast<double>(bytes) * (n - 1) / n;
-    return StepCost{model.call_s + alpha * (n - 1) * rounds + beta * wire,
+  // Priced as CommDebugMode counts the collective: its whole message (the gathered output, the
+  // scattered input, the all_to_all's or all_reduce's buffer).
+  auto collective = [&](dist::CollectiveKind kind, int64_t message) {
+    const std::string_view name = dist::collective_name(kind);
+    const double n = static_cast<double>(group);
+    const double wire = rounds_of(name) * static_cast<double>(message) * (n - 1) / n;
+    return StepCost{model.seconds(name, group, 1, message, step.mesh_dims),
                     static_cast<int64_t>(2 * wire)};
   };
   switch (step.kind) {
     case StepKind::AllGather:
-      return collective(1, out);
+      return collective(dist::CollectiveKind::AllGatherIntoTensor, out);
     case StepKind::AllToAll:
+      return collective(dist::CollectiveKind::AllToAllSingle, in);
     case StepKind::ReduceScatter:
-      return collective(1, in);
+      return collective(dist::CollectiveKind::ReduceScatterTensor, in);
     case StepKind::AllReduce:
-      return collective(2, in);
+      return collective(dist::CollectiveKind::AllReduce, in);
     case StepKind::Chunk:
     case StepKind::Partition:
       return StepCost{static_cast<double>(out) / model.local_bytes_per_s, 0};

@@ -8,8 +8,16 @@
 // step costs its bytes over local_bytes_per_s. A group spanning several mesh dims uses the
 // slowest of them. The defaults describe the in-process threads backend on a small machine; set
 // your own per mesh dim (e.g. measured with bench/collectives_bench) with set_cost_model.
+//
+// Measured lines replace that formula: tessera-shardbench's calibration times every collective
+// kind on every group size of its meshes and fits seconds = alpha + beta * bytes; the same model
+// then plans the redistributes of the strategies it runs and predicts their step times (one
+// cost model, shared by the planner and the tool).
 
 #include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "dtensor/redistribute/plan.h"
@@ -21,6 +29,16 @@ struct LinkCost {
   double beta_s_per_byte = 1.0 / 8e9;
 };
 
+// seconds = count * alpha_s + beta_s_per_byte * bytes, for `count` calls whose whole messages
+// (the larger of input and output, as CommDebugMode counts them) total `bytes`.
+struct CollectiveLine {
+  double alpha_s = 0.0;
+  double beta_s_per_byte = 0.0;
+  double seconds(int64_t count, int64_t bytes) const {
+    return static_cast<double>(count) * alpha_s + beta_s_per_byte * static_cast<double>(bytes);
+  }
+};
+
 struct CostModel {
   // Fixed cost of issuing one collective (synchronization, bookkeeping).
   double call_s = 5e-6;
@@ -29,7 +47,19 @@ struct CostModel {
   LinkCost fallback;
   double local_bytes_per_s = 4e9;
 
+  // Measured lines by collective name (collectives/observer.h: all_reduce,
+  // all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single) and group size.
+  std::map<std::string, CollectiveLine> measured;
+
   const LinkCost& link(int64_t mesh_dim) const;
+  void set_line(std::string_view collective, int64_t group_size, const CollectiveLine& line);
+  // The measured line, or nullptr.
+  const CollectiveLine* line(std::string_view collective, int64_t group_size) const;
+  // Seconds of `count` calls of a collective over `group_size` ranks whose whole messages total
+  // `bytes`: the measured line when there is one, else the link formula over `mesh_dims` (the
+  // slowest link; `fallback` when empty).
+  double seconds(std::string_view collective, int64_t group_size, int64_t count, int64_t bytes,
+                 const std::vector<int64_t>& mesh_dims = {}) const;
 };
 
 // The model plans use (process-wide). Setting it drops cached plans made under the previous one.

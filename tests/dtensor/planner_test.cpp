@@ -2,8 +2,10 @@
 // counts, and the cases where the planner beats PyTorch's per-dim order through flattened groups.
 
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "dtensor/debug/comm_debug_mode.h"
+#include "dtensor/redistribute/cost_model.h"
 #include "dtensor/redistribute/plan.h"
 #include "tests/dtensor/dtensor_test_util.h"
 
@@ -183,6 +185,65 @@ TEST_CASE("plans are cached and cheap to look up", "[dtensor][planner]") {
     if (collectives != 2) failures.push_back("16 MiB [S0,S0]->[S1,S1]:\n" + p.to_string());
     return failures;
   });
+}
+
+// Installs a cost model for a scope (process-wide) and puts the previous one back.
+class CostModelScope {
+ public:
+  explicit CostModelScope(const dtensor::CostModel& model) : saved_(dtensor::cost_model()) {
+    dtensor::set_cost_model(model);
+  }
+  ~CostModelScope() { dtensor::set_cost_model(saved_); }
+  CostModelScope(const CostModelScope&) = delete;
+  CostModelScope& operator=(const CostModelScope&) = delete;
+
+ private:
+  dtensor::CostModel saved_;
+};
+
+TEST_CASE("measured collective lines price the plans and change the choice", "[dtensor][planner]") {
+  // tessera-shardbench installs its calibration this way: a line per collective and group size.
+  dtensor::CostModel model;
+  model.set_line("all_gather_into_tensor", 2, {1e-6, 1e-10});
+  model.set_line("all_gather_into_tensor", 4, {1.0, 0.0});  // the flattened group: very slow
+  {
+    const CostModelScope scope(model);
+    on_mesh({2, 2}, [](const DeviceMesh& mesh) {
+      std::vector<std::string> failures;
+      const DTensorSpec spec{mesh, {Shard(0), Shard(0)}, {8, 8}, {8, 1}, kFloat32};
+      const dtensor::RedistributePlan& p =
+          dtensor::plan_redistribute(spec, {Replicate(), Replicate()});
+      // Two all_gathers over 2 ranks, each priced by its line on its whole (gathered) message.
+      const double expected = (1e-6 + 1e-10 * 128) + (1e-6 + 1e-10 * 256);
+      if (p.steps.size() != 2 || std::abs(p.cost_s - expected) > 1e-12) {
+        failures.push_back(
+            fmt::format("expected two all_gathers costing {} s:\n{}", expected, p.to_string()));
+      }
+      const DTensor x =
+          distribute_tensor(arange(64, kFloat32).reshape({8, 8}), mesh, {Shard(0), Shard(0)});
+      debug::CommDebugMode mode;
+      const DTensor y = x.redistribute({Replicate(), Replicate()});
+      if (mode.get_total_counts() != 2) failures.push_back("the redistribute did not follow it");
+      return failures;
+    });
+  }
+  // The default model again: one all_gather over the flattened group (plans made anew).
+  on_mesh({2, 2}, [](const DeviceMesh& mesh) {
+    const DTensorSpec spec{mesh, {Shard(0), Shard(0)}, {8, 8}, {8, 1}, kFloat32};
+    const auto& p = dtensor::plan_redistribute(spec, {Replicate(), Replicate()});
+    return p.steps.size() == 1 ? std::vector<std::string>{}
+                               : std::vector<std::string>{"default model:\n" + p.to_string()};
+  });
+  // Without a line the link formula prices: call + alpha (n - 1) rounds + beta on the wire.
+  dtensor::CostModel links;
+  links.call_s = 1e-6;
+  links.fallback = {2e-6, 1e-9};
+  CHECK(links.seconds("all_reduce", 4, 1, 1000) == Approx(1e-6 + 2e-6 * 3 * 2 + 1e-9 * 1500));
+  CHECK(links.seconds("all_gather_into_tensor", 4, 2, 1000) ==
+        Approx(2 * (1e-6 + 2e-6 * 3) + 1e-9 * 750));
+  links.set_line("all_reduce", 4, {1e-3, 0.0});
+  CHECK(links.seconds("all_reduce", 4, 3, 1000) == Approx(3e-3));
+  CHECK(links.line("all_reduce", 2) == nullptr);
 }
 
 }  // namespace

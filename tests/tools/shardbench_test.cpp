@@ -19,15 +19,15 @@ TEST_CASE("fit_alpha_beta recovers the line of synthetic timings", "[shardbench]
     bytes.push_back(b);
     exact.push_back(alpha + beta * b);
   }
-  const AlphaBeta fit = fit_alpha_beta(bytes, exact);
+  const CollectiveLine fit = fit_alpha_beta(bytes, exact);
   CHECK(fit.alpha_s == Approx(alpha).epsilon(1e-9));
   CHECK(fit.beta_s_per_byte == Approx(beta).epsilon(1e-9));
   // +-1% alternating noise moves the slope by about as much.
   for (size_t i = 0; i < exact.size(); ++i) noisy.push_back(exact[i] * (i % 2 ? 1.01 : 0.99));
-  const AlphaBeta rough = fit_alpha_beta(bytes, noisy);
+  const CollectiveLine rough = fit_alpha_beta(bytes, noisy);
   CHECK(rough.beta_s_per_byte == Approx(beta).epsilon(0.02));
   // A negative intercept from noise becomes 0 and the slope goes through the origin.
-  const AlphaBeta origin = fit_alpha_beta({1e6, 2e6}, {0.9e-3, 2.0e-3});
+  const CollectiveLine origin = fit_alpha_beta({1e6, 2e6}, {0.9e-3, 2.0e-3});
   CHECK(origin.alpha_s == 0.0);
   CHECK(origin.beta_s_per_byte == Approx((0.9e-3 * 1e6 + 2.0e-3 * 2e6) / (1e12 + 4e12)));
   CHECK_THROWS_WITH(fit_alpha_beta({1.0}, {1.0}), Catch::Contains("at least two"));

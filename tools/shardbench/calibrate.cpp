@@ -58,7 +58,8 @@ class IntraOpThreads {
 
 }  // namespace
 
-AlphaBeta fit_alpha_beta(const std::vector<double>& bytes, const std::vector<double>& seconds) {
+CollectiveLine fit_alpha_beta(const std::vector<double>& bytes,
+                              const std::vector<double>& seconds) {
   TS_CHECK(bytes.size() == seconds.size() && bytes.size() >= 2,
            "[fit_alpha_beta] needs at least two (bytes, seconds) points of equal count, got ",
            bytes.size(), " and ", seconds.size());
@@ -72,7 +73,7 @@ AlphaBeta fit_alpha_beta(const std::vector<double>& bytes, const std::vector<dou
   }
   const double denom = n * sxx - sx * sx;
   TS_CHECK(denom > 0, "[fit_alpha_beta] needs at least two different message sizes");
-  AlphaBeta ab;
+  CollectiveLine ab;
   ab.beta_s_per_byte = (n * sxy - sx * sy) / denom;
   ab.alpha_s = (sy - ab.beta_s_per_byte * sx) / n;
   if (ab.alpha_s < 0) {
@@ -83,11 +84,11 @@ AlphaBeta fit_alpha_beta(const std::vector<double>& bytes, const std::vector<dou
   return ab;
 }
 
-const AlphaBeta& Calibration::line(const std::string& kind, int group_size) const {
-  const auto it = collectives.find(kind + "/" + std::to_string(group_size));
-  TS_CHECK(it != collectives.end(), "[tessera-shardbench] no calibration of ", kind,
-           " on groups of ", group_size);
-  return it->second;
+const CollectiveLine& Calibration::line(const std::string& kind, int64_t group_size) const {
+  const CollectiveLine* found = model.line(kind, group_size);
+  TS_CHECK(found != nullptr, "[tessera-shardbench] no calibration of ", kind, " on groups of ",
+           group_size);
+  return *found;
 }
 
 Calibration calibrate(const std::vector<Shape>& mesh_shapes, const ModelConfig& model,
@@ -121,7 +122,7 @@ Calibration calibrate(const std::vector<Shape>& mesh_shapes, const ModelConfig& 
     const Tensor src = randn({16 << 20});
     Tensor dst = empty({16 << 20});
     const double s = time_median([&] { dst.copy_(src); }, 5);
-    cal.copy_bytes_per_s = 2.0 * static_cast<double>(src.numel() * 4) / s;
+    cal.model.local_bytes_per_s = 2.0 * static_cast<double>(src.numel() * 4) / s;
   }
   const std::vector<int64_t> sizes{16 << 10, 128 << 10, 1 << 20, 4 << 20};
   std::mutex mutex;
@@ -131,7 +132,6 @@ Calibration calibrate(const std::vector<Shape>& mesh_shapes, const ModelConfig& 
       for (int64_t d = 0; d < mesh.ndim(); ++d) {
         const dist::ProcessGroupPtr g = mesh.get_group(d);
         for (const char* kind : kKinds) {
-          const std::string key = std::string(kind) + "/" + std::to_string(g->size());
           std::vector<double> xs, ys;
           for (int64_t bytes : sizes) {
             const int64_t whole = bytes / (4 * g->size()) * 4 * g->size();
@@ -140,7 +140,7 @@ Calibration calibrate(const std::vector<Shape>& mesh_shapes, const ModelConfig& 
           }
           if (world->rank() == 0) {
             std::lock_guard<std::mutex> lock(mutex);
-            cal.collectives[key] = fit_alpha_beta(xs, ys);
+            cal.model.set_line(kind, g->size(), fit_alpha_beta(xs, ys));
           }
         }
       }

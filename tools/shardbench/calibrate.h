@@ -1,38 +1,33 @@
 #pragma once
 // Calibration: the cost model tessera-shardbench predicts with, measured on this machine and
 // backend — an alpha-beta line per collective kind and group size (a sweep of message sizes),
-// float32 GEMM FLOP/s and copy bandwidth, and the model's one-device step.
+// float32 GEMM FLOP/s and copy bandwidth, and the model's one-device step. The collective lines
+// and the copy bandwidth form a dtensor::CostModel: the tool installs it (set_cost_model) before
+// it runs the strategies, so the redistribute planner plans with the same model that predicts.
 
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "dtensor/redistribute/cost_model.h"
 #include "tools/shardbench/measure.h"
 
 namespace tessera::shardbench {
 
-// seconds = alpha_s + beta_s_per_byte * bytes (bytes: the whole message, as CommDebugMode).
-struct AlphaBeta {
-  double alpha_s = 0.0;
-  double beta_s_per_byte = 0.0;
-  double seconds(int64_t count, int64_t bytes) const {
-    return static_cast<double>(count) * alpha_s + beta_s_per_byte * static_cast<double>(bytes);
-  }
-};
+using dtensor::CollectiveLine;
 
 // Least squares of seconds against bytes, both clamped at >= 0 (a negative intercept from noise
 // becomes 0 and the slope is refitted through the origin). Errors: fewer than two points, sizes
 // that differ in length.
-AlphaBeta fit_alpha_beta(const std::vector<double>& bytes, const std::vector<double>& seconds);
+CollectiveLine fit_alpha_beta(const std::vector<double>& bytes, const std::vector<double>& seconds);
 
 struct Calibration {
-  // "all_reduce/4" -> its line on groups of 4 ranks.
-  std::map<std::string, AlphaBeta> collectives;
+  // A line per collective kind and group size; local_bytes_per_s the copy bandwidth.
+  dtensor::CostModel model;
   // float32 matmul 512^3 on the default intra-op threads and on one (a rank thread's share).
   double gemm_flops_per_s = 0.0;
   double gemm_flops_one_thread = 0.0;
-  double copy_bytes_per_s = 0.0;  // 64 MiB copy, read + write
   int64_t cores = 1;
   // The model's one-device step on one intra-op thread, as each rank thread computes, at the
   // whole batch and at the batch / ranks share: forward + backward as a line in the batch
@@ -41,7 +36,7 @@ struct Calibration {
   int64_t batch = 1, small_batch = 1;
   double compute_fixed_s = 0.0, compute_per_sequence_s = 0.0;
   // Of a kind on a group size; Error when not calibrated.
-  const AlphaBeta& line(const std::string& kind, int group_size) const;
+  const CollectiveLine& line(const std::string& kind, int64_t group_size) const;
 };
 
 // Times the model on one thread and sweeps every collective kind the strategies issue over the

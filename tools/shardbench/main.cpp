@@ -51,6 +51,8 @@ int run(const sb::Options& o) {
     if (!s.mesh_shape.empty()) meshes.push_back(s.mesh_shape);
   }
   const sb::Calibration cal = sb::calibrate(meshes, o.model, o.run, o.ranks);
+  // The strategies' redistributes are planned with the model that predicts them.
+  tessera::dtensor::set_cost_model(cal.model);
   bar.step("calibration");
   std::vector<sb::StrategyResult> results;
   for (const sb::Strategy& s : strategies) {
