@@ -8,6 +8,7 @@
 
 #include "tools/shardbench/options.h"
 #include "tools/shardbench/predict.h"
+#include "tools/shardbench/report.h"
 
 namespace tessera::shardbench {
 namespace {
@@ -92,6 +93,29 @@ TEST_CASE("closed forms: DP all_reduces the gradients, FSDP gathers twice and re
   CHECK(find(fsdp, "reduce_scatter_tensor").bytes == params * b);
   const auto tp = expected_collectives(strategy_named("tp", 4), c);
   CHECK(find(tp, "all_reduce").bytes == c.batch * c.seq * c.hidden * b);  // one per MLP
+}
+
+TEST_CASE("ranking agreement counts the pairs apart by more than the margin", "[shardbench]") {
+  auto result = [](const char* name, double measured, double predicted) {
+    StrategyResult r;
+    r.strategy.name = name;
+    r.measured.step_s = {measured, measured, measured};
+    r.predicted.compute_s = predicted;
+    return r;
+  };
+  // a < b < c measured; b and c within 5% of each other (noise: not counted).
+  std::vector<StrategyResult> results{result("a", 1.0, 1.5), result("b", 2.0, 1.2),
+                                      result("c", 2.05, 3.0)};
+  RankingAgreement r = ranking_agreement(results, 0.05);
+  CHECK(r.pairs == 2);
+  REQUIRE(r.discordant.size() == 1);
+  CHECK(r.discordant[0] == "a < b");
+  results[1].predicted.compute_s = 1.6;
+  CHECK(ranking_agreement(results, 0.05).discordant.empty());
+  CHECK(ranking_agreement(results, 0.01).pairs == 3);
+  // The tracing share is of the median step.
+  results[2].measured.tracing_s = 0.0205;
+  CHECK(tracing_overhead(results) == Approx(0.01));
 }
 
 TEST_CASE("tessera-shardbench flags and plan files: errors say what is valid", "[shardbench]") {

@@ -203,6 +203,25 @@ TEST_CASE("the simulator reproduces Megatron-LM's reported throughput within 25%
   }
 }
 
+// A second, independent source: OPT-175B (Zhang et al. 2022, arXiv 2205.01068, section 2.4 and
+// Table 1): GPT-3's shape on 992 80GB A100s with FSDP and Megatron tensor parallelism (8, inside
+// a node), 2M-token batches of 2048-token sequences, activation checkpointing, "up to 147 TFLOP/s
+// per GPU".
+TEST_CASE("the simulator reproduces OPT-175B's reported throughput within 25%", "[simulate]") {
+  SimOptions o;
+  o.global_batch = 992;  // 124 dp ranks x 8 sequences: 2.03M tokens
+  o.recompute = true;
+  bool found = false;
+  for (const SimResult& r : simulate(sim_model_preset("175b"), cluster_preset("A100"), {992}, o)) {
+    if (r.plan.kind != SimStrategy::FSDP_TP || r.plan.tp != 8) continue;
+    found = true;
+    CHECK(r.plan.dp == 124);
+    CHECK(r.feasible);
+    CHECK(r.hardware_tflops_per_gpu == Approx(147).epsilon(0.25));
+  }
+  CHECK(found);
+}
+
 TEST_CASE("cluster files and simulation flags: errors say what is valid", "[simulate]") {
   using V = std::vector<std::string>;
   const Options o = parse_options(V{"--simulate", "--cluster", "A100", "--gpus", "8,64",

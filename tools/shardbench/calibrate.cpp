@@ -23,19 +23,15 @@ double time_median(const std::function<void()>& f, int reps) {
   return median(t);
 }
 
-const char* const kKinds[] = {"all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"};
+const dist::CollectiveKind kKinds[] = {
+    dist::CollectiveKind::AllReduce, dist::CollectiveKind::AllGatherIntoTensor,
+    dist::CollectiveKind::ReduceScatterTensor, dist::CollectiveKind::AllToAllSingle};
 
 // Seconds of one collective of `kind` with whole messages of `bytes` on group g (float32).
-double time_collective(const std::string& kind, const dist::ProcessGroupPtr& g, int64_t bytes,
+double time_collective(dist::CollectiveKind kind, const dist::ProcessGroupPtr& g, int64_t bytes,
                        const dist::ProcessGroupPtr& world) {
-  const int64_t n = bytes / 4;
-  const Tensor whole = zeros({n}, kFloat32), part = zeros({n / g->size()}, kFloat32);
-  std::function<void()> call;
-  if (kind == "all_reduce") call = [&] { g->all_reduce(whole)->wait(); };
-  if (kind == "all_gather_into_tensor")
-    call = [&] { g->all_gather_into_tensor(whole, part)->wait(); };
-  if (kind == "reduce_scatter_tensor")
-    call = [&] { g->reduce_scatter_tensor(part, whole)->wait(); };
+  const std::function<void()> call =
+      collective_call(kind, g, bytes / 4, kFloat32, dist::ReduceOp::Sum);
   return time_median(
       [&] {
         world->barrier();
@@ -131,7 +127,7 @@ Calibration calibrate(const std::vector<Shape>& mesh_shapes, const ModelConfig& 
       const DeviceMesh mesh(DeviceType::CPU, shape);
       for (int64_t d = 0; d < mesh.ndim(); ++d) {
         const dist::ProcessGroupPtr g = mesh.get_group(d);
-        for (const char* kind : kKinds) {
+        for (const dist::CollectiveKind kind : kKinds) {
           std::vector<double> xs, ys;
           for (int64_t bytes : sizes) {
             const int64_t whole = bytes / (4 * g->size()) * 4 * g->size();
@@ -140,7 +136,7 @@ Calibration calibrate(const std::vector<Shape>& mesh_shapes, const ModelConfig& 
           }
           if (world->rank() == 0) {
             std::lock_guard<std::mutex> lock(mutex);
-            cal.model.set_line(kind, g->size(), fit_alpha_beta(xs, ys));
+            cal.model.set_line(dist::collective_name(kind), g->size(), fit_alpha_beta(xs, ys));
           }
         }
       }

@@ -48,6 +48,11 @@ std::vector<CollectiveTotal> totals(const std::vector<dist::CollectiveEvent>& is
   return out;
 }
 
+// Every rank records the collectives it issues in the step being traced.
+dist::CollectiveObserver recorder_into(std::vector<dist::CollectiveEvent>& events) {
+  return [&events](const dist::CollectiveEvent& e) { events.push_back(e); };
+}
+
 // The collectives of `issued` alone on the same groups (preallocated buffers of the same sizes):
 // the median of 5 rounds.
 double replay(const std::vector<dist::CollectiveEvent>& issued, const DeviceMesh& mesh,
@@ -59,23 +64,9 @@ double replay(const std::vector<dist::CollectiveEvent>& issued, const DeviceMesh
       if (mesh.get_group(d).get() == e.group) g = mesh.get_group(d);
     }
     if (!g || !e.dtype.has_value()) continue;  // not a mesh dim's collective: not replayed
-    const int64_t n = e.bytes / static_cast<int64_t>(element_size(*e.dtype));
-    const Tensor whole = zeros({n}, *e.dtype);
-    const Tensor part = zeros({n / g->size()}, *e.dtype);
-    const dist::ReduceOp op = e.op.value_or(dist::ReduceOp::Sum);
-    switch (e.kind) {
-      case dist::CollectiveKind::AllReduce:
-        calls.push_back([=] { g->all_reduce(whole, op)->wait(); });
-        break;
-      case dist::CollectiveKind::AllGatherIntoTensor:
-        calls.push_back([=] { g->all_gather_into_tensor(whole, part)->wait(); });
-        break;
-      case dist::CollectiveKind::ReduceScatterTensor:
-        calls.push_back([=] { g->reduce_scatter_tensor(part, whole, op)->wait(); });
-        break;
-      default:
-        break;  // other kinds do not occur in these strategies' steps
-    }
+    calls.push_back(collective_call(e.kind, g,
+                                    e.bytes / static_cast<int64_t>(element_size(*e.dtype)),
+                                    *e.dtype, e.op.value_or(dist::ReduceOp::Sum)));
   }
   std::vector<double> rounds;
   for (int round = 0; round < 6; ++round) {
@@ -101,7 +92,7 @@ RankFigures train(const Strategy& s, const ModelConfig& c, const RunOptions& o,
     if (world) world->barrier();
     const bool last = step == o.warmup + o.steps - 1;
     std::optional<dist::CollectiveObserverGuard> recorder;
-    if (last) recorder.emplace([&f](const dist::CollectiveEvent& e) { f.issued.push_back(e); });
+    if (last) recorder.emplace(recorder_into(f.issued));
     const auto t0 = Clock::now();
     opt.zero_grad();
     Tensor loss;
@@ -130,6 +121,48 @@ RankFigures train(const Strategy& s, const ModelConfig& c, const RunOptions& o,
 
 }  // namespace
 
+std::function<void()> collective_call(dist::CollectiveKind kind, const dist::ProcessGroupPtr& g,
+                                      int64_t elements, DType dtype, dist::ReduceOp op) {
+  const Tensor whole = zeros({elements}, dtype);
+  const Tensor part = zeros({elements / g->size()}, dtype);
+  switch (kind) {
+    case dist::CollectiveKind::AllReduce:
+      return [=] { g->all_reduce(whole, op)->wait(); };
+    case dist::CollectiveKind::AllGatherIntoTensor:
+      return [=] { g->all_gather_into_tensor(whole, part)->wait(); };
+    case dist::CollectiveKind::ReduceScatterTensor:
+      return [=] { g->reduce_scatter_tensor(part, whole, op)->wait(); };
+    case dist::CollectiveKind::AllToAllSingle: {
+      const Tensor out = zeros({elements}, dtype);
+      return [=] { g->all_to_all_single(out, whole)->wait(); };
+    }
+    default:
+      TS_CHECK(false, "[tessera-shardbench] no timing for collective ",
+               dist::collective_name(kind));
+  }
+  return {};
+}
+
+double tracing_seconds_per_event() {
+  constexpr int kEvents = 20000;
+  const dist::CollectiveEvent event{
+      dist::CollectiveKind::AllReduce, nullptr, 4096, kFloat32, dist::ReduceOp::Sum, false};
+  std::vector<dist::CollectiveEvent> events;
+  auto notify_all = [&] {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < kEvents; ++i) dist::detail::notify_observers(event);
+    return seconds_since(t0);
+  };
+  std::vector<double> traced, bare;
+  for (int round = 0; round < 5; ++round) {
+    bare.push_back(notify_all());  // the check every collective makes anyway
+    events.clear();
+    const dist::CollectiveObserverGuard guard(recorder_into(events));
+    traced.push_back(notify_all());
+  }
+  return std::max(0.0, median(traced) - median(bare)) / kEvents;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
@@ -150,6 +183,7 @@ Measurement measure(const Strategy& s, const ModelConfig& c, const RunOptions& o
     ranks.resize(static_cast<size_t>(s.mesh_shape.numel()));
     std::mutex mutex;
     double comm_alone = 0;
+    size_t events_per_step = 0;
     std::vector<CollectiveTotal> collectives;
     dist::run_threads(static_cast<int>(s.mesh_shape.numel()), [&](dist::ProcessGroupPtr world) {
       const DeviceMesh mesh(DeviceType::CPU, s.mesh_shape, s.dim_names);
@@ -158,10 +192,12 @@ Measurement measure(const Strategy& s, const ModelConfig& c, const RunOptions& o
       const double alone = replay(f.issued, mesh, world);
       std::lock_guard<std::mutex> lock(mutex);
       comm_alone = std::max(comm_alone, alone);
+      events_per_step = std::max(events_per_step, f.issued.size());
       if (rank0) collectives = totals(f.issued, &mesh);
       ranks[static_cast<size_t>(world->rank())] = std::move(f);
     });
     m.comm_alone_s = comm_alone;
+    m.tracing_s = tracing_seconds_per_event() * static_cast<double>(events_per_step);
     m.collectives = collectives;
   }
   m.step_s.assign(ranks[0].step.size(), 0.0);

@@ -33,11 +33,23 @@ struct Measurement {
   std::vector<CollectiveTotal> collectives;
   int64_t peak_bytes = 0;      // the largest over ranks of the tensor memory high-water mark
   std::vector<double> losses;  // per step (warm-up included), the whole batch's
+  // The tool's own cost in a step: recording each collective (observer notification and the
+  // record), timed per event, times the most events a rank issued in a step.
+  double tracing_s = 0;
 };
 
 // `progress` is called after each step of rank 0 (for a progress bar); may be empty.
 Measurement measure(const Strategy& s, const ModelConfig& c, const RunOptions& o,
                     const std::function<void()>& progress);
+
+// One call of a collective of `kind` on group g over preallocated float buffers: the whole
+// message of `elements` (the gathered output, the scattered input, the all_reduce's and
+// all_to_all's buffer) and its 1/g share. Error for kinds the strategies do not issue.
+std::function<void()> collective_call(dist::CollectiveKind kind, const dist::ProcessGroupPtr& g,
+                                      int64_t elements, DType dtype, dist::ReduceOp op);
+
+// Seconds the tool spends recording one collective event.
+double tracing_seconds_per_event();
 
 double median(std::vector<double> v);
 double percentile(std::vector<double> v, double p);

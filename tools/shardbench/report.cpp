@@ -9,6 +9,9 @@ namespace tessera::shardbench {
 
 namespace {
 
+// Measured steps closer than this are within the machine's run-to-run noise (bench/RESULTS.md).
+constexpr double kRankingMargin = 0.05;
+
 std::string short_kind(const std::string& kind) {
   if (kind == "all_gather_into_tensor") return "all_gather";
   if (kind == "reduce_scatter_tensor") return "reduce_scatter";
@@ -46,6 +49,32 @@ double median_prediction_error(const std::vector<StrategyResult>& results) {
   return median(errors);
 }
 
+RankingAgreement ranking_agreement(const std::vector<StrategyResult>& results, double margin) {
+  RankingAgreement a;
+  for (size_t i = 0; i < results.size(); ++i) {
+    for (size_t j = i + 1; j < results.size(); ++j) {
+      const StrategyResult* fast = &results[i];
+      const StrategyResult* slow = &results[j];
+      if (median(fast->measured.step_s) > median(slow->measured.step_s)) std::swap(fast, slow);
+      const double measured_fast = median(fast->measured.step_s);
+      if (median(slow->measured.step_s) - measured_fast <= margin * measured_fast) continue;
+      ++a.pairs;
+      if (fast->predicted.step_s() >= slow->predicted.step_s()) {
+        a.discordant.push_back(fast->strategy.name + " < " + slow->strategy.name);
+      }
+    }
+  }
+  return a;
+}
+
+double tracing_overhead(const std::vector<StrategyResult>& results) {
+  double worst = 0;
+  for (const StrategyResult& r : results) {
+    worst = std::max(worst, r.measured.tracing_s / median(r.measured.step_s));
+  }
+  return worst;
+}
+
 std::string table(const ModelConfig& c, const Calibration& cal,
                   const std::vector<StrategyResult>& results) {
   std::string s = fmt::format(
@@ -80,6 +109,19 @@ std::string table(const ModelConfig& c, const Calibration& cal,
       "median |predicted - measured| / measured: {:.0f}%  (comm ms: the step's collectives alone "
       "on the same groups)\n",
       100 * median_prediction_error(results));
+  const RankingAgreement ranking = ranking_agreement(results, kRankingMargin);
+  s += fmt::format(
+      "ranking: the prediction orders {} of {} pairs of strategies as measured (pairs more than "
+      "{:.0f}% apart){}\n",
+      ranking.pairs - static_cast<int>(ranking.discordant.size()), ranking.pairs,
+      100 * kRankingMargin,
+      ranking.discordant.empty() ? ""
+                                 : fmt::format("; measured {}, predicted the other way",
+                                               fmt::join(ranking.discordant, ", ")));
+  s += fmt::format(
+      "tracing and counting the collectives: at most {:.3f}% of a step; the cost model also plans "
+      "the redistributes\n",
+      100 * tracing_overhead(results));
   return s;
 }
 
@@ -125,8 +167,15 @@ std::string json(const ModelConfig& c, const Calibration& cal,
         r.loss_error, comms, r.expected == m.collectives ? "true" : "false",
         i + 1 < results.size() ? "," : "");
   }
-  s += fmt::format("  ],\n  \"median_prediction_error\": {:.4f}\n}}\n",
-                   median_prediction_error(results));
+  const RankingAgreement ranking = ranking_agreement(results, kRankingMargin);
+  s += fmt::format(
+      "  ],\n  \"median_prediction_error\": {:.4f},\n  \"ranking_pairs\": {},\n  "
+      "\"ranking_discordant\": [{}],\n  \"tracing_overhead\": {:.6f}\n}}\n",
+      median_prediction_error(results), ranking.pairs,
+      ranking.discordant.empty()
+          ? ""
+          : "\"" + fmt::format("{}", fmt::join(ranking.discordant, "\", \"")) + "\"",
+      tracing_overhead(results));
   return s;
 }
 

@@ -26,4 +26,16 @@ std::string svg(const ModelConfig& c, const std::vector<StrategyResult>& results
 // Median over the strategies of |predicted - measured| / measured.
 double median_prediction_error(const std::vector<StrategyResult>& results);
 
+// Whether the prediction orders the strategies as the measurement does, over the pairs whose
+// measured steps differ by more than `margin` of the faster one (closer pairs are within the
+// machine's noise: their order is not a finding).
+struct RankingAgreement {
+  int pairs = 0;                        // pairs apart by more than the margin
+  std::vector<std::string> discordant;  // "FSDP < TP" (measured order) predicted the other way
+};
+RankingAgreement ranking_agreement(const std::vector<StrategyResult>& results, double margin);
+
+// The largest share of a measured step spent recording its collectives (Measurement::tracing_s).
+double tracing_overhead(const std::vector<StrategyResult>& results);
+
 }  // namespace tessera::shardbench
