@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "tests/tools/small_model.h"
 #include "tools/shardbench/options.h"
 #include "tools/shardbench/predict.h"
 #include "tools/shardbench/report.h"
@@ -35,23 +36,10 @@ TEST_CASE("fit_alpha_beta recovers the line of synthetic timings", "[shardbench]
   CHECK_THROWS_WITH(fit_alpha_beta({1.0, 1.0}, {1.0, 2.0}), Catch::Contains("different"));
 }
 
-ModelConfig small(const std::string& preset) {
-  ModelConfig c;
-  c.preset = preset;
-  c.layers = 1;
-  c.hidden = 16;
-  c.heads = 4;
-  c.seq = 8;
-  c.batch = 4;
-  c.vocab = 32;
-  c.dtype = kFloat64;
-  return c;
-}
-
 TEST_CASE("every strategy's collectives equal its closed form and its loss one device's",
           "[shardbench]") {
   for (const std::string preset : {"mlp", "transformer"}) {
-    const ModelConfig c = small(preset);
+    const ModelConfig c = small_model(preset, 1);
     const RunOptions run{.steps = 1, .warmup = 1};
     const Measurement one = measure(strategy_named("single", 4), c, run, {});
     for (const char* name : {"dp", "tp", "sp", "fsdp", "fsdp_tp"}) {
@@ -67,7 +55,7 @@ TEST_CASE("every strategy's collectives equal its closed form and its loss one d
 }
 
 TEST_CASE("float32 DP: the count all_reduce of cross_entropy stays int64", "[shardbench]") {
-  ModelConfig c = small("transformer");
+  ModelConfig c = small_model("transformer", 1);
   c.dtype = kFloat32;
   const Strategy s = strategy_named("dp", 4);
   CHECK(measure(s, c, {.steps = 1, .warmup = 0}, {}).collectives == expected_collectives(s, c));
@@ -77,7 +65,7 @@ TEST_CASE("float32 DP: the count all_reduce of cross_entropy stays int64", "[sha
 // they are one line (float64: 8 bytes; 4 ranks; sizes divisible by 4).
 TEST_CASE("closed forms: DP all_reduces the gradients, FSDP gathers twice and reduce_scatters once",
           "[shardbench]") {
-  const ModelConfig c = small("mlp");
+  const ModelConfig c = small_model("mlp", 1);
   const int64_t params = parameter_count(c), b = 8;
   CHECK(params == 16 * 64 + 64 + 64 * 16 + 16);
   auto find = [](const std::vector<CollectiveTotal>& list, const std::string& kind) {

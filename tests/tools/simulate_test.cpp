@@ -9,23 +9,12 @@
 #include <fstream>
 #include <map>
 
+#include "tests/tools/small_model.h"
 #include "tools/shardbench/options.h"
 #include "tools/shardbench/predict.h"
 
 namespace tessera::shardbench {
 namespace {
-
-ModelConfig small_transformer() {
-  ModelConfig c;
-  c.layers = 2;
-  c.hidden = 16;
-  c.heads = 4;
-  c.seq = 8;
-  c.batch = 4;
-  c.vocab = 32;
-  c.dtype = kFloat64;
-  return c;
-}
 
 // Ring traffic per rank of each collective kind.
 std::map<std::string, double> traffic(const std::vector<CollectiveTotal>& list) {
@@ -52,7 +41,7 @@ TEST_CASE("ring traffic: all_reduce 2(N-1)/N, all_gather and reduce_scatter (N-1
 }
 
 TEST_CASE("the simulator's collectives equal the measured strategies' closed forms", "[simulate]") {
-  const ModelConfig c = small_transformer();
+  const ModelConfig c = small_model("transformer", 2);
   const SimModel m = sim_model_from(c);
   CHECK(sim_parameter_count(m) == parameter_count(c));
   SimOptions o;
