@@ -112,6 +112,15 @@ std::function<void(nn::Module&, const DeviceMesh&)> tp(std::map<std::string, Par
   };
 }
 
+// Tensor parallel on "tp", then fully_shard of the listed submodules and the root on "dp".
+std::function<void(nn::Module&, const DeviceMesh&)> fsdp_tp(
+    std::map<std::string, ParallelStyle> plan, std::vector<std::string> modules) {
+  return [plan, modules](nn::Module& m, const DeviceMesh& mesh) {
+    tp(plan, "tp")(m, mesh);
+    fsdp(modules, "dp")(m, mesh);
+  };
+}
+
 const std::map<std::string, ParallelStyle> kMlpTp{{"0", ColwiseParallel{}},
                                                   {"2", RowwiseParallel{}}};
 const std::map<std::string, ParallelStyle> kBlockTp = examples::block_tensor_parallel_plan();
@@ -170,10 +179,7 @@ std::vector<Strategy> mlp_strategies() {
       {"FSDP x TP",
        {2, 2},
        {"dp", "tp"},
-       [](nn::Module& m, const DeviceMesh& mesh) {
-         tp(kMlpTp, "tp")(m, mesh);
-         fsdp({"0", "2"}, "dp")(m, mesh);
-       },
+       fsdp_tp(kMlpTp, {"0", "2"}),
        dp_rows,
        dp_rows,
        mean_over_dp,
@@ -238,10 +244,7 @@ std::vector<Strategy> block_strategies() {
       {"FSDP x TP",
        {2, 2},
        {"dp", "tp"},
-       [modules](nn::Module& m, const DeviceMesh& mesh) {
-         tp(kBlockTp, "tp")(m, mesh);
-         fsdp(modules, "dp")(m, mesh);
-       },
+       fsdp_tp(kBlockTp, modules),
        dp_rows,
        dp_rows,
        mean_over_dp,
