@@ -10,6 +10,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_functors.h"
 #include "kernels/cpu/elementwise_loops.h"
+#include "runtime/pointwise_grad_operands.h"
 
 namespace tessera::cpu {
 
@@ -19,17 +20,6 @@ template <typename C>
 using ArrayMap = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
 template <typename C>
 using ConstArrayMap = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
-
-constexpr int operand_count(PointwiseGradOp op) {
-  switch (op) {
-#define TS_CASE(e, name, operands) \
-  case PointwiseGradOp::e:         \
-    return operands;
-    TS_FOR_EACH_POINTWISE_GRAD_OP(TS_CASE)
-#undef TS_CASE
-  }
-  return 1;
-}
 
 // o[0, n) = fn(g, x, y) on contiguous op-math data (y unread for one-operand ops); o may alias g.
 template <PointwiseGradOp op, typename C>
@@ -69,7 +59,7 @@ void grad_run(C* o, const C* g, const C* x, [[maybe_unused]] const C* y, int64_t
         out = gv * (tv * (C(1) + xv * (C(1) - tv)));
       }
     }
-  } else if constexpr (operand_count(op) == 2) {
+  } else if constexpr (pointwise_grad_operand_count(op) == 2) {
     for (int64_t i = 0; i < n; ++i) o[i] = fn(g[i], x[i], y[i]);
   } else {
     for (int64_t i = 0; i < n; ++i) o[i] = fn(g[i], x[i], C(0));
@@ -81,7 +71,7 @@ template <PointwiseGradOp op, typename T>
 void grad_apply(const Tensor& out, const Tensor& grad, const Tensor& x, const Tensor& y,
                 const GradFn<op, opmath_t<T>>& fn) {
   using C = opmath_t<T>;
-  constexpr size_t kN = 2 + operand_count(op);
+  constexpr size_t kN = 2 + pointwise_grad_operand_count(op);
   std::array<const Tensor*, kN> ts;
   ts[0] = &out;
   ts[1] = &grad;

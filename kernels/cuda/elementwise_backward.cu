@@ -5,6 +5,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_cast.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "runtime/pointwise_grad_operands.h"
 
 namespace tessera::cuda {
 
@@ -43,17 +44,6 @@ struct GradMapFn {
   }
 };
 
-constexpr int operand_count(PointwiseGradOp op) {
-  switch (op) {
-#define TS_CASE(e, name, operands) \
-  case PointwiseGradOp::e:         \
-    return operands;
-    TS_FOR_EACH_POINTWISE_GRAD_OP(TS_CASE)
-#undef TS_CASE
-  }
-  return 1;
-}
-
 template <PointwiseGradOp op, typename T>
 void grad_typed(const Tensor& out, const Tensor& grad, const Tensor& x, const Tensor& y, double p0,
                 double p1) {
@@ -65,7 +55,7 @@ void grad_typed(const Tensor& out, const Tensor& grad, const Tensor& x, const Te
       // The forward rounds its bounds to the storage type; compare against the same values.
       f = F{static_cast<C>(static_cast<T>(p0)), static_cast<C>(static_cast<T>(p1))};
     }
-    if constexpr (operand_count(op) == 2) {
+    if constexpr (pointwise_grad_operand_count(op) == 2) {
       launch_elementwise<4>(
           op_name(op), {&out, &grad, &x, &y},
           GradMapFn<T, F, true>{device_ptr<T>(out), device_ptr<const T>(grad),

@@ -14,28 +14,14 @@
 #include "runtime/ops.h"
 #include "runtime/ops/elementwise_grad.h"
 #include "runtime/ops/promotion.h"
+#include "runtime/pointwise_grad_operands.h"
 
 namespace tessera {
-
-namespace {
-
-int operand_count(PointwiseGradOp op) {
-  switch (op) {
-#define TS_CASE(e, name, operands) \
-  case PointwiseGradOp::e:         \
-    return operands;
-    TS_FOR_EACH_POINTWISE_GRAD_OP(TS_CASE)
-#undef TS_CASE
-  }
-  return 1;
-}
-
-}  // namespace
 
 Tensor pointwise_backward(PointwiseGradOp op, const Tensor& grad, const Tensor& x, const Tensor& y,
                           double p0, double p1) {
   const char* name = op_name(op);
-  const bool two = operand_count(op) == 2;
+  const bool two = pointwise_grad_operand_count(op) == 2;
   TS_CHECK(grad.defined() && x.defined() && y.defined() == two, "[", name, "] takes grad, x",
            two ? " and y" : " (and no y)");
   TS_CHECK(!any_distributed(grad, x, y), "[", name,
