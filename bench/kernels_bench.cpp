@@ -1,6 +1,6 @@
-// CPU kernels benchmark: memcpy bandwidth of this machine, elementwise and reduction bandwidth
-// against it, GELU forward and backward on the MLP's hidden layer, GEMM against oneDNN called
-// directly, and eager overhead of a tiny op.
+// CPU kernels benchmark: memcpy bandwidth of this machine, elementwise, reduction and transposed
+// copy bandwidth against it, GELU forward and backward on the MLP's hidden layer, GEMM against
+// oneDNN called directly, and eager overhead of a tiny op.
 //
 // Bandwidth counts the bytes each op must move (reads + writes): memcpy of N bytes moves 2N,
 // c = a + b moves 3N, exp moves 2N, sum moves N. "fresh" runs `c = a + b` as users write it
@@ -30,6 +30,29 @@ void print_row(const char* name, const char* mode, double bytes_moved, double s,
   double g = gbps(bytes_moved, s);
   fmt::print("  {:<6} {:<9} {:>9.3f} ms {:>9.2f} GB/s {:>7.1f}% of memcpy\n", name, mode, s * 1e3, g,
              100.0 * g / memcpy_gbps);
+}
+
+// Copies of transposed views into contiguous tensors (each moves 2N bytes, as memcpy): the 2-D
+// transpose of a [4096, 4096] float32 matrix (64 MiB), and an attention head split, permute(0, 2,
+// 1, 3) of [8, 512, 16, 64] float32 (16 MiB, runs of 64 contiguous elements). "prealloc" copies
+// into a destination allocated once; "fresh" is `x.t().contiguous()` as users write it.
+void transposed_copy_section(const ts::KernelTable& k, double memcpy_gbps) {
+  fmt::print("\ncopies of transposed views into contiguous float32 tensors:\n");
+  const ts::Tensor m = ts::rand({4096, 4096});
+  const ts::Tensor m_out = ts::empty({4096, 4096});
+  const double m_bytes = 2.0 * static_cast<double>(m.nbytes());
+  print_row("t()", "prealloc", m_bytes, time_median([&] { k.copy(m_out, m.t()); }, 15),
+            memcpy_gbps);
+  print_row("t()", "fresh", m_bytes, time_median([&] { ts::Tensor r = m.t().contiguous(); }, 15),
+            memcpy_gbps);
+  const ts::Tensor h = ts::rand({8, 512, 16, 64});
+  const ts::Tensor h_out = ts::empty({8, 16, 512, 64});
+  const double h_bytes = 2.0 * static_cast<double>(h.nbytes());
+  const auto split = [&] { return h.permute({0, 2, 1, 3}); };
+  print_row("heads", "prealloc", h_bytes, time_median([&] { k.copy(h_out, split()); }, 31),
+            memcpy_gbps);
+  print_row("heads", "fresh", h_bytes,
+            time_median([&] { ts::Tensor r = split().contiguous(); }, 31), memcpy_gbps);
 }
 
 // GELU of issue 19's MLP step: hidden layer [256, 1024] float32 (1 MiB, cache-resident, so the
@@ -109,6 +132,7 @@ int main() {
   print_row("sum", "fresh", 1.0 * kBytes, time_median([&] { ts::Tensor r = ts::sum(a); }, 15),
             memcpy_gbps);
 
+  transposed_copy_section(k, memcpy_gbps);
   gelu_section(memcpy_gbps);
 
   fmt::print("\nGEMM (square, GFLOP/s; ratio to oneDNN's matmul primitive called directly):\n");

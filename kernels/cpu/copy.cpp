@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/transpose_copy.h"
 
 namespace tessera::cpu {
 
@@ -36,6 +37,7 @@ void copy_kernel(const Tensor& dst, const Tensor& src) {
     });
     return;
   }
+  if (transpose_copy(dst, src)) return;
   visit_dtype(dst.dtype(), [&](auto dst_tag) {
     using To = decltype(dst_tag);
     visit_dtype(src.dtype(), [&](auto src_tag) {

@@ -14,41 +14,15 @@
 #include <algorithm>
 #include <cstring>
 #include <unsupported/Eigen/SpecialFunctions>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_functors.h"
 #include "kernels/cpu/elementwise_loops.h"
+#include "kernels/cpu/stream_copy.h"
 
 namespace tessera::cpu {
 
 namespace {
-
-// Note [Streaming stores]
-// An output of kStreamBytes or more is written with non-temporal stores, so that the CPU does not
-// first read every destination line: that read costs a third more memory traffic for a binary op
-// and half more for a unary one. Results are computed into an L1 block and streamed from there.
-// The threshold exceeds the L2 and a core's share of L3 on current servers: an output that large
-// is mostly evicted before the next op could read it from cache anyway.
-constexpr int64_t kStreamBytes = int64_t{16} << 20;
-
-void stream_copy(char* dst, const char* src, int64_t bytes) {
-#if defined(__SSE2__)
-  int64_t head = static_cast<int64_t>((16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15);
-  head = std::min(head, bytes);
-  std::memcpy(dst, src, static_cast<size_t>(head));
-  int64_t i = head;
-  for (; i + 16 <= bytes; i += 16) {
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
-                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
-  }
-  std::memcpy(dst + i, src + i, static_cast<size_t>(bytes - i));
-#else
-  std::memcpy(dst, src, static_cast<size_t>(bytes));
-#endif
-}
 
 // Writes n elements of O to contiguous dst, computing each block with fill(buf, first, count).
 template <typename O, typename Fill>
@@ -61,9 +35,7 @@ void stream_out(char* dst, int64_t n, const Fill& fill) {
     fill(buf, i, m);
     stream_copy(dst + i * kSize, reinterpret_cast<const char*>(buf), m * kSize);
   }
-#if defined(__SSE2__)
-  _mm_sfence();  // order the streamed stores before anything the caller does next
-#endif
+  stream_fence();
 }
 
 // ---- unary ----
