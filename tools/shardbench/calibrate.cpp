@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -27,17 +28,21 @@ const dist::CollectiveKind kKinds[] = {
     dist::CollectiveKind::AllReduce, dist::CollectiveKind::AllGatherIntoTensor,
     dist::CollectiveKind::ReduceScatterTensor, dist::CollectiveKind::AllToAllSingle};
 
-// Seconds of one collective of `kind` with whole messages of `bytes` on group g (float32).
+// Seconds of one collective of `kind` with whole messages of `bytes` on group g (float32), as a
+// step issues them: back to back, four calls between barriers (a barrier before each call would
+// time the ranks' scheduling on the cores after it, not the collective); the median of 7 such.
 double time_collective(dist::CollectiveKind kind, const dist::ProcessGroupPtr& g, int64_t bytes,
                        const dist::ProcessGroupPtr& world) {
+  constexpr int kBackToBack = 4;
   const std::function<void()> call =
       collective_call(kind, g, bytes / 4, kFloat32, dist::ReduceOp::Sum);
   return time_median(
-      [&] {
-        world->barrier();
-        call();
-      },
-      5);
+             [&] {
+               world->barrier();
+               for (int i = 0; i < kBackToBack; ++i) call();
+             },
+             7) /
+         kBackToBack;
 }
 
 // Sets the calling thread's intra-op threads for a scope.
@@ -88,7 +93,7 @@ const CollectiveLine& Calibration::line(const std::string& kind, int64_t group_s
 }
 
 Calibration calibrate(const std::vector<Shape>& mesh_shapes, const ModelConfig& model,
-                      const RunOptions& run, int64_t ranks) {
+                      const RunOptions& run, int64_t ranks, int sessions, int64_t largest) {
   Calibration cal;
   cal.cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   {
@@ -115,32 +120,66 @@ Calibration calibrate(const std::vector<Shape>& mesh_shapes, const ModelConfig& 
       cal.compute_per_sequence_s =
           (cal.one_thread.forward_s + cal.one_thread.backward_s) / static_cast<double>(model.batch);
     }
+    // Every rank thread training its own replica on its batch share at once, no collectives: the
+    // compute of a rank that holds all the weights (DP, FSDP) under the contention it meets (the
+    // cores shared, n copies of the weights and gradients through one last-level cache).
+    std::mutex replicas_mutex;
+    dist::run_threads(static_cast<int>(ranks), [&](const dist::ProcessGroupPtr&) {
+      const Measurement m = measure(strategy_named("single", 1), share, run, {});
+      std::lock_guard<std::mutex> lock(replicas_mutex);
+      cal.replicated_compute_s = std::max(cal.replicated_compute_s, m.forward_s + m.backward_s);
+    });
     const Tensor src = randn({16 << 20});
     Tensor dst = empty({16 << 20});
     const double s = time_median([&] { dst.copy_(src); }, 5);
     cal.model.local_bytes_per_s = 2.0 * static_cast<double>(src.numel() * 4) / s;
   }
-  const std::vector<int64_t> sizes{16 << 10, 128 << 10, 1 << 20, 4 << 20};
+  // Over the strategies' message sizes, up to their largest average message: larger ones would
+  // leave the last-level cache sooner than a step's and bend the line.
+  std::vector<int64_t> sizes;
+  for (int64_t part : {64, 16, 4, 1}) sizes.push_back(std::max<int64_t>(16 << 10, largest / part));
+  // Rank threads outnumber the cores, and how the scheduler places them holds for a whole run of
+  // threads: each session of threads times every line, and the fit takes each size's median over
+  // the sessions.
+  const std::set<Shape> shapes(mesh_shapes.begin(), mesh_shapes.end());
+  struct Samples {
+    dist::CollectiveKind kind;
+    int64_t group_size;
+    std::vector<double> bytes;
+    std::vector<std::vector<double>> seconds;  // per size, per session
+  };
+  std::map<std::string, Samples> samples;
   std::mutex mutex;
-  for (const Shape& shape : mesh_shapes) {
-    dist::run_threads(static_cast<int>(shape.numel()), [&](dist::ProcessGroupPtr world) {
-      const DeviceMesh mesh(DeviceType::CPU, shape);
-      for (int64_t d = 0; d < mesh.ndim(); ++d) {
-        const dist::ProcessGroupPtr g = mesh.get_group(d);
-        for (const dist::CollectiveKind kind : kKinds) {
-          std::vector<double> xs, ys;
-          for (int64_t bytes : sizes) {
-            const int64_t whole = bytes / (4 * g->size()) * 4 * g->size();
-            xs.push_back(static_cast<double>(whole));
-            ys.push_back(time_collective(kind, g, whole, world));
-          }
-          if (world->rank() == 0) {
+  for (int session = 0; session < sessions; ++session) {
+    for (const Shape& shape : shapes) {
+      dist::run_threads(static_cast<int>(shape.numel()), [&](dist::ProcessGroupPtr world) {
+        const DeviceMesh mesh(DeviceType::CPU, shape);
+        for (int64_t d = 0; d < mesh.ndim(); ++d) {
+          const dist::ProcessGroupPtr g = mesh.get_group(d);
+          for (const dist::CollectiveKind kind : kKinds) {
+            std::vector<double> xs, ys;
+            for (int64_t bytes : sizes) {
+              const int64_t whole = bytes / (4 * g->size()) * 4 * g->size();
+              xs.push_back(static_cast<double>(whole));
+              ys.push_back(time_collective(kind, g, whole, world));
+            }
+            if (world->rank() != 0) continue;
             std::lock_guard<std::mutex> lock(mutex);
-            cal.model.set_line(dist::collective_name(kind), g->size(), fit_alpha_beta(xs, ys));
+            const std::string key =
+                std::string(dist::collective_name(kind)) + "/" + std::to_string(g->size());
+            Samples& k = samples.try_emplace(key, Samples{kind, g->size(), xs, {}}).first->second;
+            k.seconds.resize(sizes.size());
+            for (size_t i = 0; i < sizes.size(); ++i) k.seconds[i].push_back(ys[i]);
           }
         }
-      }
-    });
+      });
+    }
+  }
+  for (const auto& [key, k] : samples) {
+    std::vector<double> medians;
+    for (const std::vector<double>& per_session : k.seconds) medians.push_back(median(per_session));
+    cal.model.set_line(dist::collective_name(k.kind), k.group_size,
+                       fit_alpha_beta(k.bytes, medians));
   }
   return cal;
 }

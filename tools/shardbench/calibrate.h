@@ -35,13 +35,17 @@ struct Calibration {
   Measurement one_thread;
   int64_t batch = 1, small_batch = 1;
   double compute_fixed_s = 0.0, compute_per_sequence_s = 0.0;
+  // Forward + backward of `ranks` replicas trained at once on rank threads, each on the batch /
+  // ranks share (the slowest rank's median): a DP rank's compute as the machine runs it.
+  double replicated_compute_s = 0.0;
   // Of a kind on a group size; Error when not calibrated.
   const CollectiveLine& line(const std::string& kind, int64_t group_size) const;
 };
 
 // Times the model on one thread and sweeps every collective kind the strategies issue over the
-// group sizes of their meshes.
+// group sizes of their meshes, in `sessions` runs of rank threads, with messages up to `largest`
+// bytes (whole).
 Calibration calibrate(const std::vector<Shape>& mesh_shapes, const ModelConfig& c,
-                      const RunOptions& run, int64_t ranks);
+                      const RunOptions& run, int64_t ranks, int sessions, int64_t largest);
 
 }  // namespace tessera::shardbench

@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 
 #include "tools/shardbench/options.h"
 #include "tools/shardbench/report.h"
+#include "tools/shardbench/steal.h"
 
 namespace sb = tessera::shardbench;
 
@@ -41,37 +43,60 @@ int run(const sb::Options& o) {
   for (const std::string& name : o.strategies)
     strategies.push_back(sb::strategy_named(name, o.ranks));
   if (!o.plan_file.empty()) strategies.push_back(sb::plan_from_file(o.plan_file, o.ranks));
-  // One device first: the losses every strategy must follow, and the compute calibration.
+  // One device: the losses every strategy must follow.
   const sb::Strategy single = sb::strategy_named("single", o.ranks);
+  const sb::StealMeter steal;
   const int steps = o.run.warmup + o.run.steps;
-  ProgressBar bar(steps * static_cast<int>(strategies.size() + 1) + 1);
-  const sb::Measurement one = sb::measure(single, o.model, o.run, [&] { bar.step("one device"); });
+  ProgressBar bar(o.run.rounds * steps * static_cast<int>(strategies.size() + 1) + 1);
   std::vector<tessera::Shape> meshes;
+  int64_t largest_message = 0;  // the largest average message of a kind in a step
   for (const sb::Strategy& s : strategies) {
-    if (!s.mesh_shape.empty()) meshes.push_back(s.mesh_shape);
-  }
-  const sb::Calibration cal = sb::calibrate(meshes, o.model, o.run, o.ranks);
-  // The strategies' redistributes are planned with the model that predicts them.
-  tessera::dtensor::set_cost_model(cal.model);
-  bar.step("calibration");
-  std::vector<sb::StrategyResult> results;
-  for (const sb::Strategy& s : strategies) {
-    sb::StrategyResult r{s, {}, {}, {}, 0.0};
-    r.measured = s.kind == sb::StrategyKind::Single
-                     ? one
-                     : sb::measure(s, o.model, o.run, [&] { bar.step(s.name); });
-    if (s.kind == sb::StrategyKind::Single) {
-      for (int i = 0; i < steps; ++i) bar.step(s.name);
+    if (s.mesh_shape.empty()) continue;
+    meshes.push_back(s.mesh_shape);
+    for (const sb::CollectiveTotal& t : sb::expected_collectives(s, o.model)) {
+      largest_message = std::max(largest_message, t.bytes / std::max<int64_t>(1, t.count));
     }
-    r.predicted = sb::predict(s, o.model, cal);
+  }
+  // Rounds over one device and every strategy; the first round follows the calibration, whose
+  // cost model plans the strategies' redistributes.
+  std::vector<std::vector<sb::Measurement>> rounds(strategies.size());
+  std::vector<sb::Measurement> one_rounds;
+  std::optional<sb::Calibration> cal;
+  for (int round = 0; round < o.run.rounds; ++round) {
+    one_rounds.push_back(sb::measure(single, o.model, o.run, [&] { bar.step("one device"); }));
+    if (!cal) {
+      // The compute calibration times as many steps as a strategy gets over all rounds.
+      sb::RunOptions calibration_run = o.run;
+      calibration_run.steps *= o.run.rounds;
+      cal = sb::calibrate(meshes, o.model, calibration_run, o.ranks, o.run.rounds, largest_message);
+      tessera::dtensor::set_cost_model(cal->model);
+      bar.step("calibration");
+    }
+    for (size_t i = 0; i < strategies.size(); ++i) {
+      const sb::Strategy& s = strategies[i];
+      if (s.kind == sb::StrategyKind::Single) {
+        for (int k = 0; k < steps; ++k) bar.step(s.name);
+        continue;
+      }
+      rounds[i].push_back(sb::measure(s, o.model, o.run, [&] { bar.step(s.name); }));
+    }
+  }
+  const sb::Measurement one = sb::combine_rounds(one_rounds);
+  std::vector<sb::StrategyResult> results;
+  for (size_t i = 0; i < strategies.size(); ++i) {
+    const sb::Strategy& s = strategies[i];
+    sb::StrategyResult r{s, {}, {}, {}, 0.0};
+    r.measured = s.kind == sb::StrategyKind::Single ? one : sb::combine_rounds(rounds[i]);
+    r.predicted = sb::predict(s, o.model, *cal);
     r.expected = sb::expected_collectives(s, o.model);
-    for (size_t i = 0; i < r.measured.losses.size(); ++i) {
-      r.loss_error = std::max(r.loss_error, std::abs(r.measured.losses[i] - one.losses[i]));
+    for (size_t k = 0; k < r.measured.losses.size(); ++k) {
+      r.loss_error = std::max(r.loss_error, std::abs(r.measured.losses[k] - one.losses[k]));
     }
     results.push_back(std::move(r));
   }
-  fmt::print("{}", sb::table(o.model, cal, results));
-  if (!o.json_file.empty()) write_file(o.json_file, sb::json(o.model, cal, results));
+  fmt::print("{}", sb::table(o.model, *cal, results, steal.share()));
+  if (!o.json_file.empty())
+    write_file(o.json_file, sb::json(o.model, *cal, results, steal.share()));
   if (!o.svg_file.empty()) write_file(o.svg_file, sb::svg(o.model, results));
   return 0;
 }

@@ -163,6 +163,27 @@ double tracing_seconds_per_event() {
   return std::max(0.0, median(traced) - median(bare)) / kEvents;
 }
 
+Measurement combine_rounds(const std::vector<Measurement>& rounds) {
+  TS_CHECK(!rounds.empty(), "[tessera-shardbench] combine_rounds needs at least one round");
+  Measurement m = rounds.front();
+  m.step_s.clear();
+  std::vector<double> forward, backward, optimizer, comm_alone;
+  for (const Measurement& r : rounds) {
+    m.step_s.insert(m.step_s.end(), r.step_s.begin(), r.step_s.end());
+    forward.push_back(r.forward_s);
+    backward.push_back(r.backward_s);
+    optimizer.push_back(r.optimizer_s);
+    comm_alone.push_back(r.comm_alone_s);
+    m.peak_bytes = std::max(m.peak_bytes, r.peak_bytes);
+    m.tracing_s = std::max(m.tracing_s, r.tracing_s);
+  }
+  m.forward_s = median(forward);
+  m.backward_s = median(backward);
+  m.optimizer_s = median(optimizer);
+  m.comm_alone_s = median(comm_alone);
+  return m;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];

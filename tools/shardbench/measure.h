@@ -12,8 +12,9 @@
 namespace tessera::shardbench {
 
 struct RunOptions {
-  int steps = 5;
-  int warmup = 2;
+  int steps = 4;   // timed, per round
+  int warmup = 1;  // per round
+  int rounds = 3;  // over all strategies (the tool's loop; measure() runs one)
 };
 
 // The collectives of one kind on one mesh dim in one step (rank 0's).
@@ -38,9 +39,15 @@ struct Measurement {
   double tracing_s = 0;
 };
 
-// `progress` is called after each step of rank 0 (for a progress bar); may be empty.
+// One round: `o.warmup + o.steps` steps. `progress` is called after each step of rank 0 (for a
+// progress bar); may be empty.
 Measurement measure(const Strategy& s, const ModelConfig& c, const RunOptions& o,
                     const std::function<void()>& progress);
+
+// Rounds of one strategy as one measurement: every round's timed steps, the medians of the
+// rounds' phase times and replayed collectives, the largest peak memory and tracing cost, the
+// first round's losses and collectives (the same every round).
+Measurement combine_rounds(const std::vector<Measurement>& rounds);
 
 // One call of a collective of `kind` on group g over preallocated float buffers: the whole
 // message of `elements` (the gathered output, the scattered input, the all_reduce's and

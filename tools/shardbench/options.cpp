@@ -49,8 +49,11 @@ step, calibrate a cost model on this machine and predict every strategy's step f
                             (default all; fsdp_tp is a 2 x ranks/2 mesh "dp" x "tp")
   --plan FILE               also run an explicit plan: lines "submodule.path style [dtensor]",
                             style colwise | rowwise | sequence, '*' matches one path level
-  --steps N                 timed steps per strategy (default 5)
-  --warmup N                untimed steps first (default 2)
+  --steps N                 timed steps per strategy and round (default 4)
+  --warmup N                untimed steps first, each round (default 1)
+  --rounds N                rounds over all strategies (default 3): a strategy's steps are
+                            spread over the run, so that the machine's slow drifts and the rank
+                            threads' placement on the cores weigh on every strategy alike
   --json FILE               write the results as JSON (with --simulate: the simulated plans)
   --svg FILE                write a chart of measured and predicted step times
   --help                    this text
@@ -128,6 +131,8 @@ Options parse_options(const std::vector<std::string>& args) {
       o.plan_file = value;
     } else if (flag == "--steps") {
       o.run.steps = static_cast<int>(parse_int(flag, value, 1));
+    } else if (flag == "--rounds") {
+      o.run.rounds = static_cast<int>(parse_int(flag, value, 1));
     } else if (flag == "--warmup") {
       o.run.warmup = static_cast<int>(parse_int(flag, value, 0));
     } else if (flag == "--json") {

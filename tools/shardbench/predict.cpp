@@ -176,24 +176,42 @@ Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& c
   const Measurement& one = cal.one_thread;
   Prediction p;
   if (s.kind == StrategyKind::Single) {
-    // One device on every intra-op thread: the one-thread step sped up as the GEMM is.
-    p.compute_s = (one.forward_s + one.backward_s + one.optimizer_s) * cal.gemm_flops_one_thread /
-                  cal.gemm_flops_per_s;
+    // One device on every intra-op thread: the per-sequence work and the optimizer sped up as
+    // the GEMM is; the fixed per-step cost (small ops, their dispatch) is not.
+    p.compute_s = cal.compute_fixed_s +
+                  (cal.compute_per_sequence_s * static_cast<double>(cal.batch) + one.optimizer_s) *
+                      cal.gemm_flops_one_thread / cal.gemm_flops_per_s;
     return p;
   }
   const double n = static_cast<double>(s.mesh_shape.numel());
+  const double time_shared = n / std::min(n, static_cast<double>(cal.cores));
   // Each rank thread computes 1/n of forward and backward (a batch share, or a share of the
-  // features: the same work) on one intra-op thread, plus the fixed per-step cost that sharding
-  // does not divide; the optimizer updates 1/n of the parameters except under DP (replicated).
-  // The rank threads share the cores.
+  // features: the same FLOPs) on one intra-op thread, plus the fixed per-step cost that sharding
+  // does not divide; the rank threads share the cores. How fast depends on the weights each rank
+  // computes with: a 1/n share (TP, SP) runs as one thread alone does; all of them (DP, FSDP)
+  // runs as the calibration's replicas did, n copies of the weights and gradients contending for
+  // the cache; in between (FSDP x TP: 1/tp) in proportion.
+  const double alone =
+      (cal.compute_fixed_s + cal.compute_per_sequence_s * static_cast<double>(cal.batch) / n) *
+      time_shared;
+  double weights = 1.0 / n;
+  if (s.kind == StrategyKind::DP || s.kind == StrategyKind::FSDP) weights = 1.0;
+  if (s.kind == StrategyKind::FSDP_TP) weights = 1.0 / static_cast<double>(s.mesh_shape[1]);
+  const double replicated = std::max(cal.replicated_compute_s, alone);
+  if (n > 1) p.compute_s = alone + (replicated - alone) * (weights - 1.0 / n) / (1.0 - 1.0 / n);
+  // The optimizer updates 1/n of the parameters, all of them under DP (replicated).
   const double optimizer_share = s.kind == StrategyKind::DP ? 1.0 : 1.0 / n;
-  const double per_rank = cal.compute_fixed_s +
-                          cal.compute_per_sequence_s * static_cast<double>(cal.batch) / n +
-                          one.optimizer_s * optimizer_share;
-  p.compute_s = per_rank * n / std::min(n, static_cast<double>(cal.cores));
+  p.compute_s += one.optimizer_s * optimizer_share * time_shared;
+  // Each rank also copies every message once around its collective: FSDP packs its shards into
+  // the flat buffer and cuts the gathered buffer into parameters, writes the gradients into the
+  // flat buffer to reduce_scatter; redistributes concatenate or chunk around theirs. All ranks
+  // copy at once: the machine's copy bandwidth (read + write) carries n ranks' bytes.
+  int64_t message_bytes = 0;
   for (const CollectiveTotal& t : expected_collectives(s, c)) {
     p.comm_s += cal.line(t.kind, t.group_size).seconds(t.count, t.bytes);
+    message_bytes += t.bytes;
   }
+  p.local_s = 2.0 * n * static_cast<double>(message_bytes) / cal.model.local_bytes_per_s;
   return p;
 }
 

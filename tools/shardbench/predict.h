@@ -18,7 +18,8 @@ std::vector<CollectiveTotal> expected_collectives(const Strategy& s, const Model
 struct Prediction {
   double compute_s = 0.0;
   double comm_s = 0.0;
-  double step_s() const { return compute_s + comm_s; }
+  double local_s = 0.0;  // packing and unpacking the collectives' messages (copies)
+  double step_s() const { return compute_s + comm_s + local_s; }
 };
 
 Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& cal);

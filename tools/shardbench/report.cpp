@@ -11,6 +11,8 @@ namespace {
 
 // Measured steps closer than this are within the machine's run-to-run noise (bench/RESULTS.md).
 constexpr double kRankingMargin = 0.05;
+// Above this share of stolen CPU time, runs of the same strategy differ by tens of percent.
+constexpr double kQuietSteal = 0.03;
 
 std::string short_kind(const std::string& kind) {
   if (kind == "all_gather_into_tensor") return "all_gather";
@@ -76,16 +78,16 @@ double tracing_overhead(const std::vector<StrategyResult>& results) {
 }
 
 std::string table(const ModelConfig& c, const Calibration& cal,
-                  const std::vector<StrategyResult>& results) {
+                  const std::vector<StrategyResult>& results, std::optional<double> steal) {
   std::string s = fmt::format(
       "{}; {:.1f} M parameters; {} cores; GEMM {:.1f} GFLOP/s ({:.1f} on one thread), copy {:.1f} "
       "GB/s\ncalibrated compute (one thread): {:.2f} ms per step + {:.2f} ms per sequence (batch "
-      "{} and {}), optimizer {:.2f} ms\n",
+      "{} and {}), optimizer {:.2f} ms; replicas on every rank at once: {:.2f} ms\n",
       model_text(c), static_cast<double>(parameter_count(c)) / 1e6, cal.cores,
       cal.gemm_flops_per_s / 1e9, cal.gemm_flops_one_thread / 1e9,
       cal.model.local_bytes_per_s / 1e9, cal.compute_fixed_s * 1e3,
       cal.compute_per_sequence_s * 1e3, cal.batch, cal.small_batch,
-      cal.one_thread.optimizer_s * 1e3);
+      cal.one_thread.optimizer_s * 1e3, cal.replicated_compute_s * 1e3);
   s += fmt::format(
       "{:<10} {:>9} {:>15} {:>8} {:>8} {:>8} {:>9} {:>10} {:>9} {:>7} {:>9} {:>9}  {}\n",
       "strategy", "step ms", "p10-p90 ms", "fwd ms", "bwd ms", "opt ms", "comm ms", "predicted",
@@ -122,11 +124,17 @@ std::string table(const ModelConfig& c, const Calibration& cal,
       "tracing and counting the collectives: at most {:.3f}% of a step; the cost model also plans "
       "the redistributes\n",
       100 * tracing_overhead(results));
+  if (steal) {
+    s += fmt::format(
+        "CPU time taken by the hypervisor for other guests during the run (steal): {:.0f}%{}\n",
+        100 * *steal,
+        *steal > kQuietSteal ? " -- a shared machine: runs differ, compare within one run" : "");
+  }
   return s;
 }
 
 std::string json(const ModelConfig& c, const Calibration& cal,
-                 const std::vector<StrategyResult>& results) {
+                 const std::vector<StrategyResult>& results, std::optional<double> steal) {
   std::string s = fmt::format(
       "{{\n  \"model\": {{\"preset\": \"{}\", \"layers\": {}, \"hidden\": {}, \"heads\": {}, "
       "\"seq\": {}, \"batch\": {}, \"vocab\": {}, \"dtype\": \"{}\", \"parameters\": {}}},\n",
@@ -135,9 +143,10 @@ std::string json(const ModelConfig& c, const Calibration& cal,
   s += fmt::format(
       "  \"calibration\": {{\"cores\": {}, \"gemm_flops_per_s\": {:.6g}, "
       "\"gemm_flops_one_thread\": {:.6g}, \"copy_bytes_per_s\": {:.6g}, \"compute_fixed_s\": "
-      "{:.6g}, \"compute_per_sequence_s\": {:.6g}, \"collectives\": {{",
+      "{:.6g}, \"compute_per_sequence_s\": {:.6g}, \"replicated_compute_s\": {:.6g}, "
+      "\"collectives\": {{",
       cal.cores, cal.gemm_flops_per_s, cal.gemm_flops_one_thread, cal.model.local_bytes_per_s,
-      cal.compute_fixed_s, cal.compute_per_sequence_s);
+      cal.compute_fixed_s, cal.compute_per_sequence_s, cal.replicated_compute_s);
   bool first = true;
   for (const auto& [key, ab] : cal.model.measured) {
     s += fmt::format("{}\"{}\": {{\"alpha_s\": {:.6g}, \"beta_s_per_byte\": {:.6g}}}",
@@ -159,23 +168,24 @@ std::string json(const ModelConfig& c, const Calibration& cal,
         "    {{\"name\": \"{}\", \"mesh\": [{}], \"step_s_median\": {:.6g}, \"step_s_p10\": "
         "{:.6g}, \"step_s_p90\": {:.6g}, \"forward_s\": {:.6g}, \"backward_s\": {:.6g}, "
         "\"optimizer_s\": {:.6g}, \"comm_alone_s\": {:.6g}, \"predicted_step_s\": {:.6g}, "
-        "\"predicted_comm_s\": {:.6g}, \"peak_bytes\": {}, \"loss_error\": {:.3g}, "
+        "\"predicted_comm_s\": {:.6g}, \"predicted_local_s\": {:.6g}, \"peak_bytes\": {}, "
+        "\"loss_error\": {:.3g}, "
         "\"collectives\": [{}], \"collectives_match_formula\": {}}}{}\n",
         r.strategy.name, fmt::join(r.strategy.mesh_shape, ", "), median(m.step_s),
         percentile(m.step_s, 0.1), percentile(m.step_s, 0.9), m.forward_s, m.backward_s,
-        m.optimizer_s, m.comm_alone_s, r.predicted.step_s(), r.predicted.comm_s, m.peak_bytes,
-        r.loss_error, comms, r.expected == m.collectives ? "true" : "false",
-        i + 1 < results.size() ? "," : "");
+        m.optimizer_s, m.comm_alone_s, r.predicted.step_s(), r.predicted.comm_s,
+        r.predicted.local_s, m.peak_bytes, r.loss_error, comms,
+        r.expected == m.collectives ? "true" : "false", i + 1 < results.size() ? "," : "");
   }
   const RankingAgreement ranking = ranking_agreement(results, kRankingMargin);
   s += fmt::format(
       "  ],\n  \"median_prediction_error\": {:.4f},\n  \"ranking_pairs\": {},\n  "
-      "\"ranking_discordant\": [{}],\n  \"tracing_overhead\": {:.6f}\n}}\n",
+      "\"ranking_discordant\": [{}],\n  \"tracing_overhead\": {:.6f},\n  \"steal\": {}\n}}\n",
       median_prediction_error(results), ranking.pairs,
       ranking.discordant.empty()
           ? ""
           : "\"" + fmt::format("{}", fmt::join(ranking.discordant, "\", \"")) + "\"",
-      tracing_overhead(results));
+      tracing_overhead(results), steal ? fmt::format("{:.4f}", *steal) : "null");
   return s;
 }
 
@@ -208,11 +218,13 @@ std::string svg(const ModelConfig& c, const std::vector<StrategyResult>& results
         "measured {:.1f} ms</text>\n",
         left, y, px(step - comm_alone), compute, left + px(step - comm_alone), y, px(comm_alone),
         comm, left + px(step) + 4, y + 12, step * 1e3);
+    // As measured: everything but the collectives (compute and the copies around them).
+    const double predicted_local = r.predicted.compute_s + r.predicted.local_s;
     out += fmt::format(
         "<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"16\" fill=\"{}\" fill-opacity=\"0.5\"/>"
         "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"16\" fill=\"{}\" "
         "fill-opacity=\"0.5\"/><text x=\"{:.1f}\" y=\"{}\">predicted {:.1f} ms</text>\n",
-        left, y + 18, px(r.predicted.compute_s), compute, left + px(r.predicted.compute_s), y + 18,
+        left, y + 18, px(predicted_local), compute, left + px(predicted_local), y + 18,
         px(r.predicted.comm_s), comm, left + px(r.predicted.step_s()) + 4, y + 30,
         r.predicted.step_s() * 1e3);
   }

@@ -2,6 +2,7 @@
 // tessera-shardbench's output: the terminal table, JSON for scripts, and an SVG chart (per
 // strategy: measured step, predicted compute and communication).
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,10 +18,11 @@ struct StrategyResult {
   double loss_error = 0.0;                // largest |loss - one device's loss| over the steps
 };
 
+// `steal`: the hypervisor's share of CPU time during the run (StealMeter), when known.
 std::string table(const ModelConfig& c, const Calibration& cal,
-                  const std::vector<StrategyResult>& results);
+                  const std::vector<StrategyResult>& results, std::optional<double> steal);
 std::string json(const ModelConfig& c, const Calibration& cal,
-                 const std::vector<StrategyResult>& results);
+                 const std::vector<StrategyResult>& results, std::optional<double> steal);
 std::string svg(const ModelConfig& c, const std::vector<StrategyResult>& results);
 
 // Median over the strategies of |predicted - measured| / measured.
