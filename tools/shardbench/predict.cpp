@@ -172,6 +172,16 @@ std::vector<CollectiveTotal> expected_collectives(const Strategy& s, const Model
   return out.list();
 }
 
+// Note [Predicting a step]
+// A step is predicted as compute + collectives + the copies around them, the threads backend
+// overlapping none of them. Compute comes from the calibration's one-thread step (a fixed cost per
+// step plus a cost per sequence) and from replicas trained on every rank at once; collectives
+// from the alpha-beta lines of the shared cost model, applied to the closed-form collectives;
+// copies from the copy bandwidth. Known gaps, visible in bench/RESULTS.md: tensor parallelism's
+// narrow GEMM shards run below the calibrated GEMM rate and its norms and residuals are repeated on
+// every rank (TP predicted low by ~10% at hidden 512); the collective lines scatter by up to 2x
+// from the same collectives replayed (rank threads outnumber the cores); on a shared machine the
+// measured steps themselves move 10-20% from run to run.
 Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& cal) {
   const Measurement& one = cal.one_thread;
   Prediction p;
@@ -198,7 +208,8 @@ Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& c
   if (s.kind == StrategyKind::DP || s.kind == StrategyKind::FSDP) weights = 1.0;
   if (s.kind == StrategyKind::FSDP_TP) weights = 1.0 / static_cast<double>(s.mesh_shape[1]);
   const double replicated = std::max(cal.replicated_compute_s, alone);
-  if (n > 1) p.compute_s = alone + (replicated - alone) * (weights - 1.0 / n) / (1.0 - 1.0 / n);
+  p.compute_s = alone;
+  if (n > 1) p.compute_s += (replicated - alone) * (weights - 1.0 / n) / (1.0 - 1.0 / n);
   // The optimizer updates 1/n of the parameters, all of them under DP (replicated).
   const double optimizer_share = s.kind == StrategyKind::DP ? 1.0 : 1.0 / n;
   p.compute_s += one.optimizer_s * optimizer_share * time_shared;
