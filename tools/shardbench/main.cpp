@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 
@@ -95,9 +96,14 @@ int run(const sb::Options& o) {
     results.push_back(std::move(r));
   }
   fmt::print("{}", sb::table(o.model, *cal, results, steal.share()));
-  if (!o.json_file.empty())
+  if (!o.json_file.empty()) {
     write_file(o.json_file, sb::json(o.model, *cal, results, steal.share()));
-  if (!o.svg_file.empty()) write_file(o.svg_file, sb::svg(o.model, results));
+    fmt::print("JSON: {}\n", o.json_file);
+  }
+  if (!o.svg_file.empty()) {
+    write_file(o.svg_file, sb::svg(o.model, results));
+    fmt::print("chart: {}\n", std::filesystem::absolute(o.svg_file).string());
+  }
   return 0;
 }
 
@@ -108,7 +114,10 @@ int simulate(const sb::Options& o) {
   const sb::Cluster c = sb::cluster_named(o.cluster);
   const std::vector<sb::SimResult> results = sb::simulate(m, c, o.gpus, o.sim);
   fmt::print("{}", sb::simulation_table(m, c, o.sim, results));
-  if (!o.json_file.empty()) write_file(o.json_file, sb::simulation_json(m, c, o.sim, results));
+  if (!o.json_file.empty()) {
+    write_file(o.json_file, sb::simulation_json(m, c, o.sim, results));
+    fmt::print("JSON: {}\n", o.json_file);
+  }
   return 0;
 }
 
