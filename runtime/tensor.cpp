@@ -113,6 +113,23 @@ Tensor Tensor::clone() const {
 
 namespace {
 
+// Whether a and b, views of one storage, may reach a common byte: the spans from their lowest to
+// their highest element intersect.
+bool spans_intersect(const Tensor& a, const Tensor& b) {
+  const auto span = [](const Tensor& t) {
+    const auto item = static_cast<int64_t>(t.element_size());
+    int64_t low = t.storage_offset() * item, high = low;
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      const int64_t reach = (t.size(d) - 1) * t.stride(d) * item;
+      (reach < 0 ? low : high) += reach;
+    }
+    return std::pair{low, high + item};
+  };
+  const auto [a_low, a_high] = span(a);
+  const auto [b_low, b_high] = span(b);
+  return a_low < b_high && b_low < a_high;
+}
+
 // copy_ and fill_ write every element: one memory location reached by two indices is refused.
 void check_writable(const Tensor& t, const char* op) {
   TS_CHECK(!has_internal_overlap(t.sizes(), t.strides()), "[", op, "] more than one element of ",
@@ -144,6 +161,15 @@ Tensor& Tensor::copy_(const Tensor& src) {
   if (any_requires_grad(*this, src)) return grad_hooks<ConvertGradHooks>().copy_(*this, src);
   check_writable(*this, "copy_");
   Tensor s = src.sizes() == sizes() ? src : src.expand(sizes());
+  // The kernels read and write in one pass: a source sharing memory with self in another layout
+  // (a.copy_(a.t()), a[1:].copy_(a[:-1])) would be read after parts of it were overwritten, so it
+  // is read into a temporary first, as the in-place binary ops do. The same elements in the same
+  // order copy in place.
+  if (numel() > 0 && s.is_alias_of(*this) && spans_intersect(*this, s) &&
+      !(s.storage_offset() == storage_offset() && s.strides() == strides() &&
+        s.dtype() == dtype())) {
+    s = s.clone();
+  }
   TS_CHECK_T(DeviceError, s.device() == device() || s.device().is_cpu() || device().is_cpu(),
              "[copy_] cannot copy from ", s.device(), " to ", device());
   const Device kernel_device = device().is_cpu() ? s.device() : device();

@@ -107,7 +107,8 @@ TEST_CASE("view and reshape", "[runtime][views]") {
 TEST_CASE("bad dims and bad views raise errors naming the op", "[runtime][views]") {
   Tensor a = iota({2, 3});
   CHECK_THROWS_AS(a.transpose(0, 2), IndexError);
-  CHECK_THROWS_WITH(a.transpose(0, 2), Catch::Contains("[transpose]") && Catch::Contains("[-2, 1]"));
+  CHECK_THROWS_WITH(a.transpose(0, 2),
+                    Catch::Contains("[transpose]") && Catch::Contains("[-2, 1]"));
   CHECK_THROWS_WITH(a.select(1, 3), Catch::Contains("[select] index 3 out of range"));
   CHECK_THROWS_WITH(a.narrow(1, 2, 2), Catch::Contains("[narrow]"));
   CHECK_THROWS_WITH(a.permute({0, 0}), Catch::Contains("[permute]"));
@@ -119,6 +120,31 @@ TEST_CASE("bad dims and bad views raise errors naming the op", "[runtime][views]
   CHECK_THROWS_WITH(a.item(), Catch::Contains("[item]"));
   CHECK_THROWS_AS(a.data_ptr<float>(), DTypeError);
   CHECK_THROWS_WITH(Tensor().dim(), Catch::Contains("undefined"));
+}
+
+TEST_CASE("copy_ from a source sharing the destination's memory reads it before writing",
+          "[runtime][views]") {
+  // Each expected value comes from a clone of the source taken before the copy.
+  for (const int64_t n : {4, 300}) {  // 300: the tiled transposed copy, several tiles
+    Tensor a = iota({n, n});
+    const Tensor transposed = a.t().clone();
+    a.copy_(a.t());  // in-place transpose
+    CHECK(equal(a, transposed));
+    Tensor b = iota({n, n});
+    const Tensor shifted = b.narrow(0, 0, n - 1).clone();
+    b.narrow(0, 1, n - 1).copy_(b.narrow(0, 0, n - 1));  // rows down by one, overlapping
+    CHECK(equal(b.narrow(0, 1, n - 1), shifted));
+    CHECK(equal(b.select(0, 0), iota({n, n}).select(0, 0)));
+  }
+  Tensor x = iota({10});
+  x.narrow(0, 0, 9).copy_(x.narrow(0, 1, 9));  // left by one, the other direction
+  CHECK(x.to_vector<double>() == std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9, 9});
+  Tensor y = iota({2, 3});
+  y.select(0, 0).copy_(y.select(0, 1));  // same storage, disjoint: in place
+  CHECK(y.to_vector<double>() == std::vector<double>{3, 4, 5, 3, 4, 5});
+  Tensor z = iota({3, 3});
+  z.copy_(z);  // the same elements in the same order
+  CHECK(equal(z, iota({3, 3})));
 }
 
 TEST_CASE("copy_ writes through views, broadcasts and converts", "[runtime][views]") {
