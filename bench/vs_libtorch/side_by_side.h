@@ -1,0 +1,69 @@
+#pragma once
+// One benchmark case of vs_libtorch: the same computation written against Tessera and against
+// libtorch, timed alternately in one process (this VM's speed drifts by tens of percent over
+// seconds, so timing one library after the other would measure the drift).
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tessera::bench::vs_libtorch {
+
+struct Case {
+  std::string name;
+  double target;                         // the bound on tessera / libtorch
+  std::function<void()> tessera;         // one call of the Tessera side
+  std::function<void()> libtorch;        // one call of the libtorch side
+  std::function<double()> max_rel_diff;  // both sides' results compared after timing
+  int calls_per_sample = 1;              // very short cases are timed in batches
+};
+
+struct CaseTiming {
+  double tessera_s;   // median seconds per call
+  double libtorch_s;  // median seconds per call
+  double ratio;       // median of the per-round ratios tessera / libtorch
+};
+
+namespace detail {
+
+inline double seconds_per_call(const std::function<void()>& f, int calls) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
+}
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace detail
+
+// Rounds of A B, then B A, ... after two warm-up calls of each (pages touched, caches and
+// allocators warm).
+inline CaseTiming time_case(const Case& c, int rounds) {
+  for (int i = 0; i < 2; ++i) {
+    c.tessera();
+    c.libtorch();
+  }
+  std::vector<double> a, b, ratios;
+  for (int i = 0; i < rounds; ++i) {
+    double ta = 0.0;
+    double tb = 0.0;
+    if (i % 2 == 0) {
+      ta = detail::seconds_per_call(c.tessera, c.calls_per_sample);
+      tb = detail::seconds_per_call(c.libtorch, c.calls_per_sample);
+    } else {
+      tb = detail::seconds_per_call(c.libtorch, c.calls_per_sample);
+      ta = detail::seconds_per_call(c.tessera, c.calls_per_sample);
+    }
+    a.push_back(ta);
+    b.push_back(tb);
+    ratios.push_back(ta / tb);
+  }
+  return {detail::median(a), detail::median(b), detail::median(ratios)};
+}
+
+}  // namespace tessera::bench::vs_libtorch

@@ -1,0 +1,138 @@
+// vs_libtorch: Tessera beside libtorch (Debian's libtorch-dev 1.13, OpenBLAS) in one process,
+// case by case, alternating A B A B, at 1 and 2 intra-op threads; ratio = Tessera / libtorch
+// (below 1: Tessera is faster). The targets are issue 19's. Every case also compares the two
+// results, so a fast wrong answer shows.
+//
+//   build/release/bench/vs_libtorch/vs_libtorch [--threads 1,2] [--rounds 9] [--filter TEXT]
+//
+// For libtorch's best figures run with ATEN_CPU_CAPABILITY=avx512 (where the CPU has it) and
+// OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset; the header prints what was in effect.
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "bench/vs_libtorch/cases.h"
+
+namespace vs = tessera::bench::vs_libtorch;
+
+namespace {
+
+struct Options {
+  std::vector<int> threads{1, 2};
+  int rounds = 9;
+  std::string filter;
+};
+
+std::vector<int> parse_thread_list(const std::string& text) {
+  std::vector<int> out;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    const int n = std::atoi(text.substr(begin, end - begin).c_str());
+    if (n < 1) throw std::invalid_argument("--threads takes a list of positive counts, e.g. 1,2");
+    out.push_back(n);
+    begin = end + 1;
+  }
+  return out;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (flag == "--threads" && has_value) {
+      o.threads = parse_thread_list(argv[++i]);
+    } else if (flag == "--rounds" && has_value) {
+      o.rounds = std::max(1, std::atoi(argv[++i]));
+    } else if (flag == "--filter" && has_value) {
+      o.filter = argv[++i];
+    } else {
+      std::cout << "usage: vs_libtorch [--threads 1,2] [--rounds N] [--filter TEXT]\n";
+      std::exit(flag == "--help" ? 0 : 2);
+    }
+  }
+  return o;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown CPU";
+}
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+
+// libtorch 1.13's set_num_threads does not reach OpenBLAS's pthread pool, which starts with
+// every core: without this its matmul would use 2 threads in the 1-thread rows.
+bool set_openblas_threads(int n) {
+  using SetThreads = void (*)(int);
+  auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (fn == nullptr) return false;
+  fn(n);
+  return true;
+}
+
+std::string seconds(double s) {
+  if (s < 1e-3) return fmt::format("{:.2f} us", s * 1e6);
+  return fmt::format("{:.3f} ms", s * 1e3);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options options = parse(argc, argv);
+  tessera::manual_seed(0);
+  std::vector<vs::Case> cases = vs::op_cases();
+  for (auto& c : vs::step_cases()) cases.push_back(std::move(c));
+
+  std::cout << fmt::format(
+      "vs_libtorch: Tessera vs libtorch {} in one process; {}; {} rounds per case, alternating\n"
+      "ATEN_CPU_CAPABILITY={} OPENBLAS_CORETYPE={} OPENBLAS_L2_SIZE={}\n",
+      TORCH_VERSION, cpu_model(), options.rounds, env_or("ATEN_CPU_CAPABILITY", "(unset)"),
+      env_or("OPENBLAS_CORETYPE", "(unset)"), env_or("OPENBLAS_L2_SIZE", "(unset)"));
+
+  int over_target = 0;
+  int wrong = 0;
+  for (int threads : options.threads) {
+    tessera::set_num_threads(threads);
+    torch::set_num_threads(threads);
+    const bool openblas = set_openblas_threads(threads);
+    std::cout << fmt::format("\n{} thread{} (libtorch's OpenBLAS: {})\n", threads,
+                             threads == 1 ? "" : "s",
+                             openblas ? fmt::format("{} threads", threads) : "not found");
+    std::cout << fmt::format("| {:<58} | {:>11} | {:>11} | {:>6} | {:>6} | {:>9} |\n", "case",
+                             "Tessera", "libtorch", "ratio", "target", "rel diff");
+    std::cout << fmt::format("|{:-<60}|{:-<13}|{:-<13}|{:-<8}|{:-<8}|{:-<11}|\n", "", "", "", "",
+                             "", "");
+    for (const vs::Case& c : cases) {
+      if (!options.filter.empty() && c.name.find(options.filter) == std::string::npos) continue;
+      const vs::CaseTiming t = vs::time_case(c, options.rounds);
+      const double diff = c.max_rel_diff();
+      // float32 results of differently ordered sums; bfloat16 GEMMs round their outputs to 8 bits.
+      const bool agrees = diff <= (c.name.find("bf16") != std::string::npos ? 2e-2 : 1e-4);
+      const bool met = t.ratio <= c.target;
+      over_target += met ? 0 : 1;
+      wrong += agrees ? 0 : 1;
+      std::cout << fmt::format(
+          "| {:<58} | {:>11} | {:>11} | {:>5.2f}{} | {:>6.2f} | {:>8.1e}{} |\n", c.name,
+          seconds(t.tessera_s), seconds(t.libtorch_s), t.ratio, met ? " " : "*", c.target, diff,
+          agrees ? " " : "!");
+      std::cout.flush();
+    }
+  }
+  std::cout << fmt::format(
+      "\n* over target: {} row(s); ! results differ beyond float32 rounding: {} row(s)\n",
+      over_target, wrong);
+  return wrong == 0 ? 0 : 1;
+}
