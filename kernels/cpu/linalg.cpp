@@ -66,26 +66,6 @@ std::pair<Tensor, Tensor> blas_operands(const Tensor& a, const Tensor& b) {
   return {pa, pb};
 }
 
-// Element offsets of each batch's matrix in t, batches in row-major order of t's batch dims.
-std::vector<int64_t> batch_offsets(const Tensor& t, int64_t batch) {
-  const int64_t nb = t.dim() - 2;
-  std::vector<int64_t> offsets(static_cast<size_t>(batch));
-  std::vector<int64_t> idx(static_cast<size_t>(nb), 0);
-  int64_t off = 0;
-  for (int64_t i = 0; i < batch; ++i) {
-    offsets[static_cast<size_t>(i)] = off;
-    for (int64_t d = nb - 1; d >= 0; --d) {
-      if (++idx[static_cast<size_t>(d)] < t.size(d)) {
-        off += t.stride(d);
-        break;
-      }
-      off -= (t.size(d) - 1) * t.stride(d);
-      idx[static_cast<size_t>(d)] = 0;
-    }
-  }
-  return offsets;
-}
-
 template <typename T, int Order>
 using ConstMatrixMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>,
                                   Eigen::Unaligned, Eigen::OuterStride<>>;
