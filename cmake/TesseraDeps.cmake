@@ -4,8 +4,8 @@
 # TESSERA_DEPS_DIR: when set, Eigen, fmt and Catch2 come only from that folder (NO_DEFAULT_PATH),
 # so a build there never mixes in other copies; fmt is then used header-only (FMT_HEADER_ONLY).
 # TESSERA_ONEDNN=AUTO|ON|OFF: oneDNN's matmul primitive for the CPU float matmul. AUTO uses it
-# when found; without it kernels/cpu/no_onednn_matmul.cpp makes the CPU matmul take its Eigen
-# path. Sets TESSERA_HAS_ONEDNN.
+# when found; without it kernels/cpu/no_onednn_matmul.cpp makes the CPU matmul take another
+# path (OpenBLAS or Eigen for float32). Sets TESSERA_HAS_ONEDNN.
 # TESSERA_OPENBLAS=AUTO|ON|OFF: OpenBLAS's cblas_sgemm as a CPU float32 GEMM backend, chosen per
 # shape by measurement (Note [CPU float32 GEMM choice] in kernels/cpu/linalg.cpp). AUTO uses it
 # when found; without it kernels/cpu/no_openblas_matmul.cpp declines every problem. Sets
@@ -75,7 +75,7 @@ if(NOT TESSERA_ONEDNN STREQUAL "OFF")
   if(tessera_onednn_missing AND TESSERA_ONEDNN STREQUAL "ON")
     message(FATAL_ERROR "Tessera: TESSERA_ONEDNN=ON, but ${tessera_onednn_missing}")
   elseif(tessera_onednn_missing)
-    message(WARNING "Tessera: building without oneDNN (Eigen's matmul instead): "
+    message(WARNING "Tessera: building without oneDNN (OpenBLAS or Eigen's matmul instead): "
                     "${tessera_onednn_missing}")
   elseif(TESSERA_ONEDNN STREQUAL "ON")
     find_package(dnnl REQUIRED)
@@ -90,7 +90,7 @@ endif()
 if(TESSERA_HAS_ONEDNN)
   message(STATUS "Tessera: oneDNN CPU matmul ON (${dnnl_DIR})")
 else()
-  message(STATUS "Tessera: oneDNN CPU matmul OFF (TESSERA_ONEDNN=${TESSERA_ONEDNN}): Eigen's product")
+  message(STATUS "Tessera: oneDNN CPU matmul OFF (TESSERA_ONEDNN=${TESSERA_ONEDNN})")
 endif()
 
 # OpenBLAS: Debian's libopenblas-dev, through its pkg-config file (it points at the selected
