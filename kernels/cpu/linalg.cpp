@@ -35,15 +35,20 @@ namespace tessera::cpu {
 // - Shape classes: each of M, N, K falls in one of four ranges (<= 16, <= 128, <= 512, larger),
 //   and the class is the three ranges with the OpenMP thread count the product runs on (the
 //   winner at one thread need not be the winner at two).
-// - The first float32 product of a class times the backends this build has on the class's
-//   representative shape (16, 64, 256, 512 per dim: at most 268 MFLOP), two rounds in rotating
-//   order, the faster of each backend's two runs counting; the winner serves the class for the
-//   rest of the process (one process-wide table, so every rank thread gets the same answer).
-//   Eigen is timed only on classes of at most 64^3 multiply-adds: on larger ones it ran at a
+// - The first float32 product of a class times the backends this build has on a product of its
+//   shape on scratch operands, its largest dims halved until it has at most 2^27 multiply-adds
+//   (268 MFLOP): three rounds in rotating order, each backend's fastest run counting
+//   (interference only adds time). The winner serves the class for the rest of the process (one
+//   process-wide table, so every rank thread gets the same answer). The trial keeps the shape
+//   rather than a fixed one per class because a factor of two in one dim flips the winner: on
+//   the EPYC at one thread, 256 x 512 x 10 (M x K x N) runs at 68 GFLOP/s on oneDNN and 47 on
+//   OpenBLAS, 256 x 1024 x 10 at 33 and 46.
+//   Eigen is timed only on trials of at most 64^3 multiply-adds: on larger ones it ran at a
 //   third or less of oneDNN's and OpenBLAS's rate on every shape of the bench (and would triple the
-//   cost). Cost (gemm_backends_bench's "choice ms", EPYC, one thread): ~13 ms for the
-//   all-large class, 3-5 ms for the MLP's 256 x 512 x 1024 ones, under 1 ms for its 10-wide
-//   layer; a training step touches a handful of classes.
+//   cost). Cost: at most three runs each of oneDNN and OpenBLAS on <= 268 MFLOP, ~17 ms at the
+//   EPYC's ~100 GFLOP/s per thread for a large class, about 1 ms for the MLP's 10-wide layer
+//   (gemm_backends_bench prints it as "choice ms"; a loaded machine stretches it); a training
+//   step touches a handful of classes.
 // - TESSERA_CPU_GEMM=onednn|openblas|eigen forces a backend (auto: the measured choice);
 //   GemmBackendOverride forces one per thread for the tests and benchmarks.
 // - Threads: Debian's OpenBLAS is the pthread build, whose thread count is process-global and
@@ -177,10 +182,10 @@ bool run_gemm_backend(GemmBackend backend, const Tensor& out, const Tensor& a, c
   return false;
 }
 
-// Upper bounds of the per-dim ranges of Note [CPU float32 GEMM choice], and their
-// representatives.
+// Upper bounds of the per-dim ranges of Note [CPU float32 GEMM choice], and the most
+// multiply-adds a trial product may have.
 constexpr std::array<int64_t, 3> kDimLimits = {16, 128, 512};
-constexpr std::array<int64_t, 4> kDimRepresentatives = {16, 64, 256, 512};
+constexpr int64_t kTrialWork = int64_t{1} << 27;
 
 int dim_range(int64_t d) {
   int r = 0;
@@ -195,11 +200,8 @@ constexpr int64_t kEigenTrialWork = int64_t{64} * 64 * 64;
 // M, N, K ranges and threads.
 using GemmClass = std::array<int, 4>;
 
-// Times every available backend on the class's representative shape (see the Note).
-GemmBackend measure_gemm_class(const GemmClass& cls) {
-  const int64_t m = kDimRepresentatives[static_cast<size_t>(cls[0])];
-  const int64_t n = kDimRepresentatives[static_cast<size_t>(cls[1])];
-  const int64_t k = kDimRepresentatives[static_cast<size_t>(cls[2])];
+// Times the available backends on an m x k @ k x n product on `threads` threads (see the Note).
+GemmBackend fastest_gemm_backend(int64_t m, int64_t n, int64_t k, int threads) {
   std::vector<GemmBackend> candidates;
   for (GemmBackend backend : kGemmBackends) {
     if (!gemm_backend_available(backend)) continue;
@@ -215,9 +217,9 @@ GemmBackend measure_gemm_class(const GemmClass& cls) {
   // Values of ordinary magnitude (no denormals, no overflow), the same for every backend.
   std::fill_n(static_cast<float*>(a.raw_data()), m * k, 0.5f);
   std::fill_n(static_cast<float*>(b.raw_data()), k * n, 0.25f);
-  OmpThreadsGuard threads(cls[3]);
+  OmpThreadsGuard guard(threads);
   std::vector<double> best(candidates.size(), std::numeric_limits<double>::infinity());
-  constexpr int kRounds = 2;
+  constexpr int kRounds = 3;
   for (int round = 0; round < kRounds; ++round) {
     for (size_t j = 0; j < candidates.size(); ++j) {
       const size_t i = (j + static_cast<size_t>(round)) % candidates.size();
@@ -232,12 +234,20 @@ GemmBackend measure_gemm_class(const GemmClass& cls) {
 
 // The measured choice per class, for the whole process: measuring under the lock makes every
 // thread that needs a class wait for its one measurement instead of measuring it again.
-GemmBackend measured_gemm_backend(const GemmClass& cls) {
+GemmBackend measured_gemm_backend(int64_t m, int64_t n, int64_t k, int threads) {
+  const GemmClass cls{dim_range(m), dim_range(n), dim_range(k), threads};
   static std::mutex mutex;
   static std::map<GemmClass, GemmBackend> chosen;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = chosen.find(cls);
-  if (it == chosen.end()) it = chosen.emplace(cls, measure_gemm_class(cls)).first;
+  if (it == chosen.end()) {
+    std::array<int64_t, 3> dims{m, n, k};
+    while (dims[0] * dims[1] * dims[2] > kTrialWork) {
+      int64_t& largest = *std::max_element(dims.begin(), dims.end());
+      largest = (largest + 1) / 2;
+    }
+    it = chosen.emplace(cls, fastest_gemm_backend(dims[0], dims[1], dims[2], threads)).first;
+  }
   return it->second;
 }
 
@@ -353,9 +363,11 @@ GemmBackendOverride::GemmBackendOverride(std::optional<GemmBackend> backend)
 GemmBackendOverride::~GemmBackendOverride() { t_gemm_override = saved_; }
 
 GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads) {
+  TS_INTERNAL_ASSERT(m > 0 && n > 0 && k > 0 && threads > 0,
+                     "[matmul] GEMM backend asked for an empty product or no threads");
   if (t_gemm_override) return *t_gemm_override;
   if (const std::optional<GemmBackend> forced = env_gemm_backend()) return *forced;
-  return measured_gemm_backend({dim_range(m), dim_range(n), dim_range(k), threads});
+  return measured_gemm_backend(m, n, k, threads);
 }
 
 void register_linalg_kernels(KernelTable& table) { table.matmul = matmul_kernel; }
