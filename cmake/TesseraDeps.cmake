@@ -4,12 +4,18 @@
 # TESSERA_DEPS_DIR: when set, Eigen, fmt and Catch2 come only from that folder (NO_DEFAULT_PATH),
 # so a build there never mixes in other copies; fmt is then used header-only (FMT_HEADER_ONLY).
 # TESSERA_ONEDNN=AUTO|ON|OFF: oneDNN's matmul primitive for the CPU float matmul. AUTO uses it
-# when found; without it kernels/cpu/no_onednn_matmul.cpp makes the CPU matmul take its Eigen
-# path. Sets TESSERA_HAS_ONEDNN.
+# when found; without it kernels/cpu/no_onednn_matmul.cpp makes the CPU matmul take another
+# path (OpenBLAS or Eigen for float32). Sets TESSERA_HAS_ONEDNN.
+# TESSERA_OPENBLAS=AUTO|ON|OFF: OpenBLAS's cblas_sgemm as a CPU float32 GEMM backend, chosen per
+# shape by measurement (Note [CPU float32 GEMM choice] in kernels/cpu/linalg.cpp). AUTO uses it
+# when found; without it kernels/cpu/no_openblas_matmul.cpp declines every problem. Sets
+# TESSERA_HAS_OPENBLAS.
 set(TESSERA_DEPS_DIR "" CACHE PATH
     "Folder made by tools/prepare-gpu-deps.sh; when set, Eigen, fmt and Catch2 come only from it")
 set(TESSERA_ONEDNN AUTO CACHE STRING "Use oneDNN for the CPU float matmul: AUTO, ON or OFF")
 set_property(CACHE TESSERA_ONEDNN PROPERTY STRINGS AUTO ON OFF)
+set(TESSERA_OPENBLAS AUTO CACHE STRING "Use OpenBLAS for the CPU float32 matmul: AUTO, ON or OFF")
+set_property(CACHE TESSERA_OPENBLAS PROPERTY STRINGS AUTO ON OFF)
 
 include(${CMAKE_CURRENT_LIST_DIR}/OneDnnPrerequisites.cmake)
 
@@ -69,7 +75,7 @@ if(NOT TESSERA_ONEDNN STREQUAL "OFF")
   if(tessera_onednn_missing AND TESSERA_ONEDNN STREQUAL "ON")
     message(FATAL_ERROR "Tessera: TESSERA_ONEDNN=ON, but ${tessera_onednn_missing}")
   elseif(tessera_onednn_missing)
-    message(WARNING "Tessera: building without oneDNN (Eigen's matmul instead): "
+    message(WARNING "Tessera: building without oneDNN (OpenBLAS or Eigen's matmul instead): "
                     "${tessera_onednn_missing}")
   elseif(TESSERA_ONEDNN STREQUAL "ON")
     find_package(dnnl REQUIRED)
@@ -84,7 +90,42 @@ endif()
 if(TESSERA_HAS_ONEDNN)
   message(STATUS "Tessera: oneDNN CPU matmul ON (${dnnl_DIR})")
 else()
-  message(STATUS "Tessera: oneDNN CPU matmul OFF (TESSERA_ONEDNN=${TESSERA_ONEDNN}): Eigen's product")
+  message(STATUS "Tessera: oneDNN CPU matmul OFF (TESSERA_ONEDNN=${TESSERA_ONEDNN})")
+endif()
+
+# OpenBLAS: Debian's libopenblas-dev, through its pkg-config file (it points at the selected
+# variant, pthread or OpenMP), else a plain libopenblas beside cblas.h.
+set(TESSERA_HAS_OPENBLAS OFF)
+if(NOT TESSERA_OPENBLAS STREQUAL "OFF")
+  find_package(PkgConfig QUIET)
+  if(PKG_CONFIG_FOUND)
+    pkg_check_modules(TESSERA_OPENBLAS_PC QUIET IMPORTED_TARGET openblas)
+  endif()
+  if(TESSERA_OPENBLAS_PC_FOUND)
+    set(TESSERA_HAS_OPENBLAS ON)
+    target_link_libraries(tessera_private_deps INTERFACE PkgConfig::TESSERA_OPENBLAS_PC)
+    set(tessera_openblas_from "pkg-config openblas ${TESSERA_OPENBLAS_PC_VERSION}")
+  else()
+    find_library(TESSERA_OPENBLAS_LIBRARY openblas)
+    find_path(TESSERA_OPENBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas)
+    if(TESSERA_OPENBLAS_LIBRARY AND TESSERA_OPENBLAS_INCLUDE_DIR)
+      set(TESSERA_HAS_OPENBLAS ON)
+      add_library(tessera_openblas INTERFACE)
+      target_include_directories(tessera_openblas INTERFACE ${TESSERA_OPENBLAS_INCLUDE_DIR})
+      target_link_libraries(tessera_openblas INTERFACE ${TESSERA_OPENBLAS_LIBRARY})
+      target_link_libraries(tessera_private_deps INTERFACE tessera_openblas)
+      set(tessera_openblas_from "${TESSERA_OPENBLAS_LIBRARY}")
+    endif()
+  endif()
+  if(NOT TESSERA_HAS_OPENBLAS AND TESSERA_OPENBLAS STREQUAL "ON")
+    message(FATAL_ERROR "Tessera: TESSERA_OPENBLAS=ON, but OpenBLAS was not found "
+                        "(Debian: libopenblas-dev)")
+  endif()
+endif()
+if(TESSERA_HAS_OPENBLAS)
+  message(STATUS "Tessera: OpenBLAS CPU float32 GEMM ON (${tessera_openblas_from})")
+else()
+  message(STATUS "Tessera: OpenBLAS CPU float32 GEMM OFF (TESSERA_OPENBLAS=${TESSERA_OPENBLAS})")
 endif()
 
 # MPI (the collectives' mpi backend): TESSERA_MPI=AUTO uses it when found, ON requires it, OFF

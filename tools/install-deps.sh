@@ -15,6 +15,7 @@ packages=(
   "libeigen3-dev:Eigen 3.4, CPU kernels"
   "libdnnl-dev:oneDNN 2.6, CPU matmul"
   "ocl-icd-opencl-dev:OpenCL, which oneDNN's CMake package requires"
+  "libopenblas-dev:OpenBLAS 0.3, a CPU float32 GEMM backend (optional: builds without it)"
   "libopenmpi-dev:MPI collectives backend"
   "openmpi-bin:mpirun, for the MPI tests"
   "catch2:Catch2 2.13, tests"

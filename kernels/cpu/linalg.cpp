@@ -1,20 +1,65 @@
-// CPU matmul: float32, bfloat16 and float16 through oneDNN's matmul primitive (float16 and
-// bfloat16 computed in float32 where this CPU has no oneDNN kernel for them), float64 and
-// integers through Eigen's products.
+// CPU matmul: float32 through oneDNN, OpenBLAS or Eigen, whichever measured fastest for the
+// shape on this CPU (See Note [CPU float32 GEMM choice]); bfloat16 and float16 through oneDNN's
+// matmul primitive (computed in float32 where this CPU has no oneDNN kernel for them); float64
+// and integers through Eigen's products.
 
 #include <omp.h>
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_choice.h"
 #include "kernels/cpu/onednn_matmul.h"
+#include "kernels/cpu/openblas_matmul.h"
 #include "runtime/parallel.h"
 
 namespace tessera::cpu {
+
+// Note [CPU float32 GEMM choice]
+// No one float32 GEMM is fastest on every CPU Tessera runs on: on the project's AMD EPYC (AVX-512)
+// machines, oneDNN 2.6's f32 matmul (brg:avx512_core) was reported at ~100 GFLOP/s on one thread
+// where OpenBLAS 0.3.21 reaches ~166, while on Intel Xeons oneDNN's blocking is the one tuned for
+// the caches; which wins also changes with the shape (bench/gemm_backends_bench.cpp prints each
+// backend side by side). So the backend is measured, not guessed, on the CPU the process runs on:
+// - Shape classes: each of M, N, K falls in one of four ranges (<= 16, <= 128, <= 512, larger),
+//   and the class is the three ranges with the OpenMP thread count the product runs on (the
+//   winner at one thread need not be the winner at two).
+// - The first float32 product of a class times the backends this build has on a product of its
+//   shape on scratch operands, its largest dims halved until it has at most 2^27 multiply-adds
+//   (268 MFLOP): three rounds in rotating order, each backend's fastest run counting
+//   (interference only adds time). The winner serves the class for the rest of the process (one
+//   process-wide table, so every rank thread gets the same answer). The trial keeps the shape
+//   rather than a fixed one per class because a factor of two in one dim flips the winner: on
+//   the EPYC at one thread, 256 x 512 x 10 (M x K x N) runs at 68 GFLOP/s on oneDNN and 47 on
+//   OpenBLAS, 256 x 1024 x 10 at 33 and 46.
+//   Eigen is timed only on trials of at most 64^3 multiply-adds: on larger ones it ran at a
+//   third or less of oneDNN's and OpenBLAS's rate on every shape of the bench (and would triple the
+//   cost). Cost: at most three runs each of oneDNN and OpenBLAS on <= 268 MFLOP, ~17 ms at the
+//   EPYC's ~100 GFLOP/s per thread for a large class, about 1 ms for the MLP's 10-wide layer
+//   (gemm_backends_bench prints it as "choice ms"; a loaded machine stretches it); a training
+//   step touches a handful of classes.
+// - TESSERA_CPU_GEMM=onednn|openblas|eigen forces a backend (auto: the measured choice);
+//   GemmBackendOverride forces one per thread for the tests and benchmarks.
+// - Threads: Debian's OpenBLAS is the pthread build, whose thread count is process-global and
+//   whose concurrent multi-threaded calls queue on one pool. Rank threads call matmul
+//   concurrently, each with its own intra-op thread count; so OpenBLAS is set once to one thread
+//   (every call then runs on its caller, and OpenBLAS locks its buffer pool for concurrent
+//   callers in this build) and openblas_matmul splits the product over the caller's OpenMP
+//   threads itself: no global state changes per call, and no lock serializes the ranks.
+// A backend that declines a problem (oneDNN without an optimized kernel for the layout, OpenBLAS
+// with dims beyond 32 bits) hands it to Eigen. tools/shardbench's calibration times matmul at
+// one thread through this same choice, so its one-thread figure is the backend the ranks get.
 
 namespace {
 
@@ -64,26 +109,6 @@ std::pair<Tensor, Tensor> blas_operands(const Tensor& a, const Tensor& b) {
     }
   }
   return {pa, pb};
-}
-
-// Element offsets of each batch's matrix in t, batches in row-major order of t's batch dims.
-std::vector<int64_t> batch_offsets(const Tensor& t, int64_t batch) {
-  const int64_t nb = t.dim() - 2;
-  std::vector<int64_t> offsets(static_cast<size_t>(batch));
-  std::vector<int64_t> idx(static_cast<size_t>(nb), 0);
-  int64_t off = 0;
-  for (int64_t i = 0; i < batch; ++i) {
-    offsets[static_cast<size_t>(i)] = off;
-    for (int64_t d = nb - 1; d >= 0; --d) {
-      if (++idx[static_cast<size_t>(d)] < t.size(d)) {
-        off += t.stride(d);
-        break;
-      }
-      off -= (t.size(d) - 1) * t.stride(d);
-      idx[static_cast<size_t>(d)] = 0;
-    }
-  }
-  return offsets;
 }
 
 template <typename T, int Order>
@@ -139,13 +164,119 @@ void eigen_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   }
 }
 
+constexpr const char* kGemmEnv = "TESSERA_CPU_GEMM";
+constexpr std::array<GemmBackend, 3> kGemmBackends = {GemmBackend::kOneDnn, GemmBackend::kOpenBlas,
+                                                      GemmBackend::kEigen};
+
+// out = a @ b (float32, operands in BLAS layout) on `backend`; false when it declines.
+bool run_gemm_backend(GemmBackend backend, const Tensor& out, const Tensor& a, const Tensor& b) {
+  switch (backend) {
+    case GemmBackend::kOneDnn:
+      return onednn_matmul(out, a, b);
+    case GemmBackend::kOpenBlas:
+      return openblas_matmul(out, a, b);
+    case GemmBackend::kEigen:
+      eigen_matmul<float>(out, a, b);
+      return true;
+  }
+  return false;
+}
+
+// Upper bounds of the per-dim ranges of Note [CPU float32 GEMM choice], and the most
+// multiply-adds a trial product may have.
+constexpr std::array<int64_t, 3> kDimLimits = {16, 128, 512};
+constexpr int64_t kTrialWork = int64_t{1} << 27;
+
+int dim_range(int64_t d) {
+  int r = 0;
+  while (r < static_cast<int>(kDimLimits.size()) && d > kDimLimits[static_cast<size_t>(r)]) ++r;
+  return r;
+}
+
+// Eigen's product runs at a third or less of the others' rate on the large classes (see the Note):
+// it is timed only where a product is small enough for call overheads to decide.
+constexpr int64_t kEigenTrialWork = int64_t{64} * 64 * 64;
+
+// M, N, K ranges and threads.
+using GemmClass = std::array<int, 4>;
+
+// Times the available backends on an m x k @ k x n product on `threads` threads (see the Note).
+GemmBackend fastest_gemm_backend(int64_t m, int64_t n, int64_t k, int threads) {
+  std::vector<GemmBackend> candidates;
+  for (GemmBackend backend : kGemmBackends) {
+    if (!gemm_backend_available(backend)) continue;
+    if (backend == GemmBackend::kEigen && m * n * k > kEigenTrialWork) continue;
+    candidates.push_back(backend);
+  }
+  if (candidates.empty()) return GemmBackend::kEigen;
+  if (candidates.size() == 1) return candidates.front();
+  const Device cpu = Device::cpu();
+  const Tensor a = Tensor::make_empty({m, k}, kFloat32, cpu);
+  const Tensor b = Tensor::make_empty({k, n}, kFloat32, cpu);
+  const Tensor out = Tensor::make_empty({m, n}, kFloat32, cpu);
+  // Values of ordinary magnitude (no denormals, no overflow), the same for every backend.
+  std::fill_n(static_cast<float*>(a.raw_data()), m * k, 0.5f);
+  std::fill_n(static_cast<float*>(b.raw_data()), k * n, 0.25f);
+  OmpThreadsGuard guard(threads);
+  std::vector<double> best(candidates.size(), std::numeric_limits<double>::infinity());
+  constexpr int kRounds = 3;
+  for (int round = 0; round < kRounds; ++round) {
+    for (size_t j = 0; j < candidates.size(); ++j) {
+      const size_t i = (j + static_cast<size_t>(round)) % candidates.size();
+      const auto t0 = std::chrono::steady_clock::now();
+      if (!run_gemm_backend(candidates[i], out, a, b)) continue;
+      const std::chrono::duration<double> t = std::chrono::steady_clock::now() - t0;
+      best[i] = std::min(best[i], t.count());
+    }
+  }
+  return candidates[static_cast<size_t>(std::min_element(best.begin(), best.end()) - best.begin())];
+}
+
+// The measured choice per class, for the whole process: measuring under the lock makes every
+// thread that needs a class wait for its one measurement instead of measuring it again.
+GemmBackend measured_gemm_backend(int64_t m, int64_t n, int64_t k, int threads) {
+  const GemmClass cls{dim_range(m), dim_range(n), dim_range(k), threads};
+  static std::mutex mutex;
+  static std::map<GemmClass, GemmBackend> chosen;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = chosen.find(cls);
+  if (it == chosen.end()) {
+    std::array<int64_t, 3> dims{m, n, k};
+    while (dims[0] * dims[1] * dims[2] > kTrialWork) {
+      int64_t& largest = *std::max_element(dims.begin(), dims.end());
+      largest = (largest + 1) / 2;
+    }
+    it = chosen.emplace(cls, fastest_gemm_backend(dims[0], dims[1], dims[2], threads)).first;
+  }
+  return it->second;
+}
+
+// TESSERA_CPU_GEMM, read once per process.
+std::optional<GemmBackend> env_gemm_backend() {
+  static const std::optional<GemmBackend> forced = []() -> std::optional<GemmBackend> {
+    const char* value = std::getenv(kGemmEnv);
+    if (value == nullptr) return std::nullopt;
+    return parse_gemm_backend(value);
+  }();
+  return forced;
+}
+
+thread_local std::optional<GemmBackend> t_gemm_override;
+
+// float32 (operands in BLAS layout) on the chosen backend.
+void float32_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const GemmBackend backend =
+      chosen_gemm_backend(out.size(-2), out.size(-1), a.size(-1), omp_get_max_threads());
+  if (!run_gemm_backend(backend, out, a, b)) eigen_matmul<float>(out, a, b);
+}
+
 // float32, bfloat16, float16 (operands in BLAS layout).
 void floating_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
-  if (onednn_matmul(out, a, b)) return;
   if (out.dtype() == kFloat32) {
-    eigen_matmul<float>(out, a, b);
+    float32_matmul(out, a, b);
     return;
   }
+  if (onednn_matmul(out, a, b)) return;
   // oneDNN has no optimized kernel for this reduced-precision dtype here: compute in float32.
   Tensor out32 = Tensor::make_empty(out.sizes(), kFloat32, out.device());
   floating_matmul(out32, compact_copy(a, kFloat32), compact_copy(b, kFloat32));
@@ -181,6 +312,63 @@ void matmul_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 }  // namespace
+
+std::string_view gemm_backend_name(GemmBackend backend) {
+  switch (backend) {
+    case GemmBackend::kOneDnn:
+      return "onednn";
+    case GemmBackend::kOpenBlas:
+      return "openblas";
+    case GemmBackend::kEigen:
+      return "eigen";
+  }
+  return "?";
+}
+
+bool gemm_backend_available(GemmBackend backend) {
+  switch (backend) {
+    case GemmBackend::kOneDnn:
+      return onednn_available();
+    case GemmBackend::kOpenBlas:
+      return openblas_available();
+    case GemmBackend::kEigen:
+      return true;
+  }
+  return false;
+}
+
+std::optional<GemmBackend> parse_gemm_backend(std::string_view value) {
+  if (value == "auto") return std::nullopt;
+  std::string valid = "auto";
+  for (GemmBackend backend : kGemmBackends) {
+    if (!gemm_backend_available(backend)) continue;
+    if (value == gemm_backend_name(backend)) return backend;
+    valid += tessera::detail::concat_message(", ", gemm_backend_name(backend));
+  }
+  std::string_view why = "is not a backend";
+  for (GemmBackend backend : kGemmBackends) {
+    if (value == gemm_backend_name(backend)) why = "names a backend this build lacks";
+  }
+  throw Error(tessera::detail::concat_message("[matmul] ", kGemmEnv, "=", value, " ", why,
+                                              "; valid values: ", valid));
+}
+
+GemmBackendOverride::GemmBackendOverride(std::optional<GemmBackend> backend)
+    : saved_(t_gemm_override) {
+  TS_CHECK(!backend || gemm_backend_available(*backend), "[matmul] the CPU GEMM backend ",
+           gemm_backend_name(*backend), " is not in this build");
+  t_gemm_override = backend;
+}
+
+GemmBackendOverride::~GemmBackendOverride() { t_gemm_override = saved_; }
+
+GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads) {
+  TS_INTERNAL_ASSERT(m > 0 && n > 0 && k > 0 && threads > 0,
+                     "[matmul] GEMM backend asked for an empty product or no threads");
+  if (t_gemm_override) return *t_gemm_override;
+  if (const std::optional<GemmBackend> forced = env_gemm_backend()) return *forced;
+  return measured_gemm_backend(m, n, k, threads);
+}
 
 void register_linalg_kernels(KernelTable& table) { table.matmul = matmul_kernel; }
 

@@ -2,11 +2,13 @@
 // The CPU matmul's seam to oneDNN (kernels/cpu/linalg.cpp): onednn_matmul.cpp runs oneDNN's
 // matmul primitive; a build without oneDNN (TESSERA_ONEDNN=OFF, or AUTO without the package)
 // compiles no_onednn_matmul.cpp instead, whose onednn_matmul declines every problem so that
-// linalg.cpp takes its Eigen path. This header needs no oneDNN headers.
+// linalg.cpp takes another path. This header needs no oneDNN headers; its layout helpers
+// (MatrixLayout, batch_offsets) serve every CPU matmul backend.
 
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "runtime/tensor.h"
 
@@ -39,6 +41,30 @@ inline std::optional<MatrixLayout> blas_layout(const Tensor& t) {
   if (rs == 1 && cs >= rows) return MatrixLayout{false, cs};
   return std::nullopt;
 }
+
+// Element offsets of each batch's matrix in t, batches in row-major order of t's batch dims (for
+// the BLAS-style paths, which multiply one matrix at a time).
+inline std::vector<int64_t> batch_offsets(const Tensor& t, int64_t batch) {
+  const int64_t nb = t.dim() - 2;
+  std::vector<int64_t> offsets(static_cast<size_t>(batch));
+  std::vector<int64_t> idx(static_cast<size_t>(nb), 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < batch; ++i) {
+    offsets[static_cast<size_t>(i)] = off;
+    for (int64_t d = nb - 1; d >= 0; --d) {
+      if (++idx[static_cast<size_t>(d)] < t.size(d)) {
+        off += t.stride(d);
+        break;
+      }
+      off -= (t.size(d) - 1) * t.stride(d);
+      idx[static_cast<size_t>(d)] = 0;
+    }
+  }
+  return offsets;
+}
+
+// Whether this build has oneDNN (TESSERA_ONEDNN).
+bool onednn_available();
 
 // out = a @ b with oneDNN, for float32, bfloat16 and float16 (all three of one dtype).
 // Shapes as KernelTable::matmul: a [batch..., M, K], b [batch..., K, N], out [batch..., M, N]

@@ -1,0 +1,128 @@
+// CPU float32 GEMM backends side by side (Note [CPU float32 GEMM choice] in
+// kernels/cpu/linalg.cpp): GFLOP/s of tessera::matmul forced onto each backend this build has
+// (oneDNN, OpenBLAS, Eigen) and on its measured choice ("auto"), on the MLP's products (256 x 512
+// input, 1024 hidden, 10 outputs: forward, weight gradient X^T @ dY, input gradient dY @ W^T) and
+// 1024 / 2048 squares, at 1 and 2 intra-op threads. The variants alternate round by round
+// (medians), as this VM's speed drifts over seconds. A VM hides the clock, so the peak printed is
+// the best figure observed. "choice ms" is what measuring the choice cost the first product of
+// its shape class (0 when an earlier product of the class measured it).
+
+#include <fmt/format.h>
+#include <tessera/tessera.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/gemm_choice.h"
+
+namespace ts = tessera;
+using ts::cpu::GemmBackend;
+
+namespace {
+
+// Values in [-1, 1) (an LCG: the bench must not depend on ts::rand).
+ts::Tensor make_matrix(int64_t rows, int64_t cols, uint64_t seed) {
+  ts::Tensor t = ts::Tensor::make_empty({rows, cols}, ts::kFloat32, ts::Device::cpu());
+  float* p = t.data_ptr<float>();
+  uint64_t s = seed;
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    p[i] = static_cast<float>(static_cast<double>(s >> 40) / 8388608.0 - 1.0);
+  }
+  return t;
+}
+
+struct Problem {
+  std::string name;
+  ts::Tensor a, b;  // possibly transposed views, as autograd passes them
+};
+
+// The MLP with weights [in, out] (x @ w): forward, weight gradient x^T @ dy and input gradient
+// dy @ w^T of each layer, the transposes as the views autograd passes; then the squares.
+std::vector<Problem> problems() {
+  const int64_t batch = 256, in = 512, hidden = 1024, out = 10;
+  const ts::Tensor x = make_matrix(batch, in, 1), w1 = make_matrix(in, hidden, 2);
+  const ts::Tensor h = make_matrix(batch, hidden, 3), dh = make_matrix(batch, hidden, 4);
+  const ts::Tensor w2 = make_matrix(hidden, out, 5), dy = make_matrix(batch, out, 6);
+  std::vector<Problem> p = {
+      {"fc1 x @ w1", x, w1}, {"fc1 x^T @ dh", x.t(), dh}, {"fc1 dh @ w1^T", dh, w1.t()},
+      {"fc2 h @ w2", h, w2}, {"fc2 h^T @ dy", h.t(), dy}, {"fc2 dy @ w2^T", dy, w2.t()},
+  };
+  for (const int64_t n : {1024, 2048}) {
+    p.push_back({fmt::format("square {}", n), make_matrix(n, n, 8), make_matrix(n, n, 9)});
+  }
+  return p;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main() {
+  std::vector<std::optional<GemmBackend>> variants;  // nullopt: the measured choice
+  std::vector<std::string> names;
+  for (GemmBackend backend : {GemmBackend::kOneDnn, GemmBackend::kOpenBlas, GemmBackend::kEigen}) {
+    if (ts::cpu::gemm_backend_available(backend)) {
+      variants.emplace_back(backend);
+      names.emplace_back(ts::cpu::gemm_backend_name(backend));
+    } else {
+      fmt::print("({} not in this build)\n", ts::cpu::gemm_backend_name(backend));
+    }
+  }
+  variants.emplace_back(std::nullopt);
+  names.emplace_back("auto");
+
+  double best = 0;
+  for (const int threads : {1, 2}) {
+    ts::set_num_threads(threads);
+    fmt::print("\nfloat32 GEMM GFLOP/s, {} thread(s); medians over alternating rounds\n", threads);
+    fmt::print("  {:<22} {:>16}", "product", "M x K x N");
+    for (const std::string& n : names) fmt::print(" {:>9}", n);
+    fmt::print("  {:<9} {:>10}  {:>10}\n", "auto uses", "auto/best", "choice ms");
+    for (const Problem& p : problems()) {
+      const int64_t m = p.a.size(0), k = p.a.size(1), n = p.b.size(1);
+      const double gflop = 2e-9 * static_cast<double>(m * k * n);
+      // Rounds: ~0.3 s of the fastest backend per variant, at least 5.
+      const int rounds = std::clamp(static_cast<int>(0.3 / (gflop / 150.0 * 2 / threads)), 5, 60);
+      // The first product of its class (and thread count) measures the choice: its cost.
+      const auto c0 = std::chrono::steady_clock::now();
+      const GemmBackend chosen = ts::cpu::chosen_gemm_backend(m, n, k, threads);
+      const double choice_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
+      std::vector<std::vector<double>> seconds(variants.size());
+      for (size_t v = 0; v < variants.size(); ++v) {
+        const ts::cpu::GemmBackendOverride force(variants[v]);
+        for (int w = 0; w < 2; ++w) ts::Tensor c = ts::matmul(p.a, p.b);  // warm-up
+      }
+      for (int r = 0; r < rounds; ++r) {
+        for (size_t j = 0; j < variants.size(); ++j) {
+          const size_t v = (j + static_cast<size_t>(r)) % variants.size();
+          const ts::cpu::GemmBackendOverride force(variants[v]);
+          const auto t0 = std::chrono::steady_clock::now();
+          ts::Tensor c = ts::matmul(p.a, p.b);
+          seconds[v].push_back(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+      }
+      fmt::print("  {:<22} {:>16}", p.name, fmt::format("{}x{}x{}", m, k, n));
+      double best_backend = 0;
+      for (size_t v = 0; v < variants.size(); ++v) {
+        const double g = gflop / median(seconds[v]);
+        if (variants[v]) best_backend = std::max(best_backend, g);
+        best = std::max(best, g / threads);
+        fmt::print(" {:>9.1f}", g);
+      }
+      fmt::print("  {:<9} {:>10.2f}  {:>10.1f}\n", ts::cpu::gemm_backend_name(chosen),
+                 gflop / median(seconds.back()) / best_backend, choice_ms);
+    }
+  }
+  fmt::print("\npeak: unknown in a VM; best observed {:.1f} GFLOP/s per thread\n", best);
+  return 0;
+}

@@ -1,0 +1,43 @@
+#pragma once
+// The CPU float32 GEMM backends and the per-process choice among them, made in
+// kernels/cpu/linalg.cpp (See Note [CPU float32 GEMM choice] there). Internal to Tessera: the
+// tests and benchmarks use it to run each backend, and to see what the choice was.
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace tessera::cpu {
+
+enum class GemmBackend { kOneDnn, kOpenBlas, kEigen };
+
+// "onednn", "openblas", "eigen": the names TESSERA_CPU_GEMM takes.
+std::string_view gemm_backend_name(GemmBackend backend);
+
+// Whether this build has the backend (Eigen always).
+bool gemm_backend_available(GemmBackend backend);
+
+// The value of TESSERA_CPU_GEMM: "auto" (nullopt) or a backend's name. Throws Error naming the
+// variable, the value and the valid values when the value is none of them or names a backend
+// this build lacks.
+std::optional<GemmBackend> parse_gemm_backend(std::string_view value);
+
+// Forces this thread's float32 matmuls onto `backend` while it lives (the backend must be
+// available), over TESSERA_CPU_GEMM; nullopt restores the process's choice. Nests.
+class GemmBackendOverride {
+ public:
+  explicit GemmBackendOverride(std::optional<GemmBackend> backend);
+  ~GemmBackendOverride();
+  GemmBackendOverride(const GemmBackendOverride&) = delete;
+  GemmBackendOverride& operator=(const GemmBackendOverride&) = delete;
+
+ private:
+  std::optional<GemmBackend> saved_;
+};
+
+// The backend an m x k @ k x n float32 product on `threads` OpenMP threads runs on in this
+// thread: the override, else TESSERA_CPU_GEMM, else the measured choice for its shape class
+// (measuring it now if no product of the class has yet).
+GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads);
+
+}  // namespace tessera::cpu

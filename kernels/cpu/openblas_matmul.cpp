@@ -1,0 +1,102 @@
+// OpenBLAS sgemm, one OpenBLAS thread per call, split over the caller's OpenMP threads (See Note
+// [CPU float32 GEMM choice] in kernels/cpu/linalg.cpp for why).
+
+#include "kernels/cpu/openblas_matmul.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "kernels/cpu/onednn_matmul.h"
+
+namespace tessera::cpu {
+
+namespace {
+
+// Rows or columns of the output per thread are rounded to this: OpenBLAS's microkernels cover
+// 16 floats along a row, so no thread ends on a ragged edge it need not have.
+constexpr int64_t kSplitAlign = 16;
+
+bool fits_blas_int(int64_t v) { return v <= INT_MAX; }
+
+// The pthread build of OpenBLAS (Debian's default) sizes its own thread pool process-wide; set
+// once to one thread, every call runs on its caller, so concurrent calls from rank threads and
+// from our OpenMP threads never share OpenBLAS's pool (its buffer pool is locked in this build).
+void use_one_openblas_thread() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+// c (m x n, row-major, ldc) = a (m x k) @ b (k x n), one OpenBLAS thread.
+void sgemm(int64_t m, int64_t n, int64_t k, const float* a, MatrixLayout la, const float* b,
+           MatrixLayout lb, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, la.row_major ? CblasNoTrans : CblasTrans,
+              lb.row_major ? CblasNoTrans : CblasTrans, static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), 1.0f, a, static_cast<int>(la.ld), b, static_cast<int>(lb.ld),
+              0.0f, c, static_cast<int>(ldc));
+}
+
+}  // namespace
+
+bool openblas_available() { return true; }
+
+bool openblas_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+  TS_INTERNAL_ASSERT(out.dtype() == kFloat32, "[matmul] OpenBLAS path called with dtype ",
+                     out.dtype());
+  const MatrixLayout la = *blas_layout(a);
+  const MatrixLayout lb = *blas_layout(b);
+  const int64_t m = out.size(-2), n = out.size(-1), k = a.size(-1);
+  if (!fits_blas_int(m) || !fits_blas_int(n) || !fits_blas_int(k) || !fits_blas_int(la.ld) ||
+      !fits_blas_int(lb.ld)) {
+    return false;
+  }
+  use_one_openblas_thread();
+  const int64_t batch = out.numel() / (m * n);
+  const std::vector<int64_t> off_a = batch_offsets(a, batch);
+  const std::vector<int64_t> off_b = batch_offsets(b, batch);
+  const float* pa = static_cast<const float*>(a.raw_data());
+  const float* pb = static_cast<const float*>(b.raw_data());
+  float* pc = static_cast<float*>(out.raw_data());
+
+  // Enough batches keep every thread busy with whole products; otherwise each product's longer
+  // output dim is cut into one block per thread (each thread packs the whole other operand).
+  const int threads = omp_get_max_threads();
+  const bool split_rows = m >= n;
+  const int64_t extent = split_rows ? m : n;
+  int64_t parts = 1;
+  int64_t block = extent;
+  if (batch < threads) {
+    block = std::max(kSplitAlign, (extent + threads - 1) / threads);
+    block = (block + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
+    parts = (extent + block - 1) / block;
+  }
+  const int64_t tasks = batch * parts;
+  const auto run = [&](int64_t task) {
+    const int64_t i = task / parts;
+    const int64_t begin = task % parts * block;
+    const int64_t len = std::min(block, extent - begin);
+    const float* ai = pa + off_a[static_cast<size_t>(i)];
+    const float* bi = pb + off_b[static_cast<size_t>(i)];
+    float* ci = pc + i * m * n;
+    if (split_rows) {
+      sgemm(len, n, k, ai + begin * (la.row_major ? la.ld : 1), la, bi, lb, ci + begin * n, n);
+    } else {
+      sgemm(m, len, k, ai, la, bi + begin * (lb.row_major ? 1 : lb.ld), lb, ci + begin, n);
+    }
+  };
+  if (threads == 1 || tasks == 1) {
+    for (int64_t t = 0; t < tasks; ++t) run(t);
+  } else {
+#pragma omp parallel for num_threads(static_cast <int>(std::min <int64_t>(threads, tasks))) \
+    schedule(static)
+    for (int64_t t = 0; t < tasks; ++t) run(t);
+  }
+  return true;
+}
+
+}  // namespace tessera::cpu

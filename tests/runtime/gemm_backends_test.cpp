@@ -1,0 +1,201 @@
+// The CPU float32 GEMM backends (oneDNN, OpenBLAS, Eigen), each forced in turn, and the measured
+// choice among them (Note [CPU float32 GEMM choice]) against float64 loops over indices.
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/gemm_choice.h"
+#include "tessera/tessera.h"
+
+using namespace tessera;
+using cpu::GemmBackend;
+
+namespace {
+
+const std::vector<GemmBackend> kBackends = {GemmBackend::kOneDnn, GemmBackend::kOpenBlas,
+                                            GemmBackend::kEigen};
+
+// Values in [-1, 1), float32.
+Tensor make(const Shape& shape, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(shape.numel()));
+  uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (float& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = static_cast<float>(static_cast<double>(s >> 40) / 8388608.0 - 1.0);
+  }
+  return from_vector<float>(v, shape);
+}
+
+// a [batch..., m, k] @ b [batch..., k, n] with equal batch dims (broadcasts come as expand()
+// views): a triple loop in double per batch. Also returns sum |a * b| per element, the scale of
+// float32 rounding.
+struct Expected {
+  std::vector<double> value;
+  std::vector<double> magnitude;
+};
+
+Expected reference(const Tensor& a, const Tensor& b) {
+  const std::vector<double> va = a.contiguous().to_vector<double>();
+  const std::vector<double> vb = b.contiguous().to_vector<double>();
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  int64_t batches = 1;
+  for (int64_t d = 0; d < a.dim() - 2; ++d) batches *= a.size(d);
+  Expected e;
+  e.value.assign(static_cast<size_t>(batches * m * n), 0.0);
+  e.magnitude.assign(e.value.size(), 0.0);
+  for (int64_t q = 0; q < batches; ++q) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0, mag = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double x = va[static_cast<size_t>((q * m + i) * k + p)];
+          const double y = vb[static_cast<size_t>((q * k + p) * n + j)];
+          sum += x * y;
+          mag += std::abs(x * y);
+        }
+        e.value[static_cast<size_t>((q * m + i) * n + j)] = sum;
+        e.magnitude[static_cast<size_t>((q * m + i) * n + j)] = mag;
+      }
+    }
+  }
+  return e;
+}
+
+// Mismatches of matmul(a, b) against the reference (float32 rounding allowed).
+int64_t mismatches(const Tensor& a, const Tensor& b, const Expected& want) {
+  const Tensor out = matmul(a, b);
+  const std::vector<double> got = out.to_vector<double>();
+  if (got.size() != want.value.size()) return -1;
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(std::abs(got[i] - want.value[i]) <= 2e-5 * want.magnitude[i] + 1e-30)) ++bad;
+  }
+  return bad;
+}
+
+struct Case {
+  std::string name;
+  Tensor a, b;
+};
+
+// Square, skinny (the MLP's 10-wide layer and its gradients), transposed, sliced (a leading
+// dimension beyond the row), batched, broadcast-batch and empty / K = 0 products.
+std::vector<Case> cases() {
+  return {
+      {"square 64", make({64, 64}, 1), make({64, 64}, 2)},
+      {"square 200", make({200, 200}, 3), make({200, 200}, 4)},
+      {"skinny n=10", make({256, 300}, 5), make({300, 10}, 6)},
+      {"skinny k=10", make({256, 10}, 7), make({10, 300}, 8)},
+      {"skinny m=3", make({3, 200}, 9), make({200, 150}, 10)},
+      {"vector", make({1, 300}, 11), make({300, 1}, 12)},
+      {"a.t()", make({130, 70}, 13).t(), make({130, 90}, 14)},
+      {"b.t()", make({70, 130}, 15), make({90, 130}, 16).t()},
+      {"a.t() b.t()", make({130, 70}, 17).t(), make({90, 130}, 18).t()},
+      {"row slices", make({100, 300}, 19).narrow(1, 5, 200),
+       make({250, 120}, 20).narrow(0, 10, 200)},
+      {"column-major slices", make({300, 100}, 21).narrow(0, 7, 200).t(),
+       make({150, 230}, 22).narrow(1, 3, 200).t()},
+      {"batched", make({3, 40, 50}, 23), make({3, 50, 30}, 24)},
+      {"batched transposed", make({3, 50, 40}, 25).transpose(1, 2),
+       make({3, 30, 50}, 26).transpose(1, 2)},
+      {"broadcast batch in b", make({4, 40, 50}, 27), make({50, 30}, 28).expand({4, 50, 30})},
+      {"broadcast batch in a", make({1, 40, 50}, 29).expand({4, 40, 50}), make({4, 50, 30}, 30)},
+      {"batched large", make({2, 160, 200}, 31), make({2, 200, 180}, 32)},
+      {"empty m", make({0, 5}, 33), make({5, 3}, 34)},
+      {"empty n", make({4, 5}, 35), make({5, 0}, 36)},
+      {"K = 0", make({4, 0}, 37), make({0, 3}, 38)},
+      {"batched K = 0", make({2, 4, 0}, 39), make({2, 0, 3}, 40)},
+  };
+}
+
+void check_cases(const std::string& what) {
+  const int threads = get_num_threads();
+  for (int n : {1, 2}) {
+    set_num_threads(n);
+    for (const Case& c : cases()) {
+      INFO(what << ", " << n << " thread(s), " << c.name << ": " << c.a.sizes() << " @ "
+                << c.b.sizes());
+      CHECK(mismatches(c.a, c.b, reference(c.a, c.b)) == 0);
+    }
+  }
+  set_num_threads(threads);
+}
+
+}  // namespace
+
+TEST_CASE("every CPU float32 GEMM backend against float64 loops", "[runtime][linalg][gemm]") {
+  for (GemmBackend backend : kBackends) {
+    const std::string name(cpu::gemm_backend_name(backend));
+    if (!cpu::gemm_backend_available(backend)) {
+      WARN("skipped " << name
+                      << ": not in this build (TESSERA_ONEDNN / TESSERA_OPENBLAS off, or "
+                         "the package missing at configure time)");
+      continue;
+    }
+    cpu::GemmBackendOverride force(backend);
+    check_cases(name);
+  }
+}
+
+TEST_CASE("the measured CPU GEMM choice is stable and correct", "[runtime][linalg][gemm]") {
+  check_cases("auto");
+  for (int threads : {1, 2}) {
+    const GemmBackend first = cpu::chosen_gemm_backend(256, 1024, 512, threads);
+    CHECK(cpu::gemm_backend_available(first));
+    for (int i = 0; i < 3; ++i) CHECK(cpu::chosen_gemm_backend(256, 1024, 512, threads) == first);
+    // The same shape class (each dim in the same range) gets the same answer.
+    CHECK(cpu::chosen_gemm_backend(300, 1000, 500, threads) == first);
+  }
+}
+
+TEST_CASE("TESSERA_CPU_GEMM values", "[runtime][linalg][gemm]") {
+  CHECK(!cpu::parse_gemm_backend("auto").has_value());
+  CHECK(cpu::parse_gemm_backend("eigen") == GemmBackend::kEigen);
+  for (GemmBackend backend : kBackends) {
+    const std::string name(cpu::gemm_backend_name(backend));
+    if (cpu::gemm_backend_available(backend)) {
+      CHECK(cpu::parse_gemm_backend(name) == backend);
+    } else {
+      CHECK_THROWS_WITH(cpu::parse_gemm_backend(name),
+                        Catch::Contains("TESSERA_CPU_GEMM=" + name) && Catch::Contains("lacks") &&
+                            Catch::Contains("auto"));
+    }
+  }
+  CHECK_THROWS_AS(cpu::parse_gemm_backend("mkl"), Error);
+  CHECK_THROWS_WITH(cpu::parse_gemm_backend("mkl"),
+                    Catch::Contains("TESSERA_CPU_GEMM=mkl") && Catch::Contains("valid values") &&
+                        Catch::Contains("auto") && Catch::Contains("eigen"));
+}
+
+TEST_CASE("four threads multiply concurrently on every backend", "[runtime][linalg][gemm]") {
+  std::vector<GemmBackend> available;
+  for (GemmBackend backend : kBackends) {
+    if (cpu::gemm_backend_available(backend)) available.push_back(backend);
+  }
+  const std::vector<Case> all = cases();
+  std::vector<Expected> want;
+  for (const Case& c : all) want.push_back(reference(c.a, c.b));
+  std::vector<int64_t> failures(4, 0);
+  std::vector<std::thread> workers;
+  for (size_t t = 0; t < 4; ++t) {
+    workers.emplace_back([&, t] {
+      // As rank threads: one intra-op thread each; half on the measured choice, half forced.
+      set_num_threads(1);
+      std::optional<GemmBackend> forced;
+      if (t % 2 == 1) forced = available[(t / 2) % available.size()];
+      cpu::GemmBackendOverride force(forced);
+      for (int round = 0; round < 3; ++round) {
+        for (size_t i = 0; i < all.size(); ++i) {
+          failures[t] += mismatches(all[i].a, all[i].b, want[i]);
+        }
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  CHECK(failures == std::vector<int64_t>(4, 0));
+}
