@@ -13,6 +13,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <unsupported/Eigen/SpecialFunctions>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -36,6 +37,15 @@ void stream_out(char* dst, int64_t n, const Fill& fill) {
     stream_copy(dst + i * kSize, reinterpret_cast<const char*>(buf), m * kSize);
   }
   stream_fence();
+}
+
+// Whether to write out with non-temporal stores (Note [Streaming stores]): a large output, unless
+// it shares memory with an input (an in-place op): its lines are then read into the cache anyway,
+// and streaming over them evicts them for nothing (`a += b` on 64 MiB ran 1.5x slower).
+bool streams_output(const Tensor& out, std::initializer_list<const Tensor*> inputs) {
+  if (static_cast<int64_t>(out.nbytes()) < kStreamBytes) return false;
+  return std::none_of(inputs.begin(), inputs.end(),
+                      [&](const Tensor* in) { return out.is_alias_of(*in); });
 }
 
 // ---- unary ----
@@ -103,7 +113,7 @@ void unary_run(C* out, const C* in, int64_t n) {
 template <typename T, typename Run>
 void unary_apply(const Tensor& out, const Tensor& in, const Run& run) {
   using C = opmath_t<T>;
-  const bool stream = static_cast<int64_t>(out.nbytes()) >= kStreamBytes;
+  const bool stream = streams_output(out, {&in});
   for_each_element<2>(
       {&out, &in}, [&](std::array<char*, 2> p, std::array<int64_t, 2> s, int64_t n) {
         constexpr auto kSize = static_cast<int64_t>(sizeof(T));
@@ -177,7 +187,7 @@ template <typename T, typename O, typename Fn>
 void binary_apply(const Tensor& out, const Tensor& a, const Tensor& b, const Fn& fn) {
   using C = opmath_t<T>;
   using R = std::conditional_t<std::is_same_v<O, bool>, bool, C>;
-  const bool stream = static_cast<int64_t>(out.nbytes()) >= kStreamBytes;
+  const bool stream = streams_output(out, {&a, &b});
   for_each_element<3>(
       {&out, &a, &b}, [&](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
         constexpr auto kSize = static_cast<int64_t>(sizeof(T));
