@@ -9,11 +9,10 @@ bool install_kernels(DeviceType device, KernelTable& table) {
   if (device == DeviceType::CUDA) return cuda::install_cuda_kernels(table);
   cpu::register_copy_kernels(table);
   cpu::register_linalg_kernels(table);
-  cpu::register_elementwise_kernels(table);
-  cpu::register_elementwise_backward_kernels(table);
   cpu::register_random_kernels(table);
   cpu::register_nn_kernels(table);
-  cpu::register_reduction_kernels(table);
+  // elementwise (and backward), reduction, softmax, norms: see Note [CPU ISA variants].
+  install_cpu_isa_kernels(table);
   return true;
 }
 

@@ -17,8 +17,8 @@ struct DeviceTables {
   }
 };
 
-const DeviceTables& tables() {
-  static const DeviceTables t;  // thread-safe one-time initialization
+DeviceTables& tables() {
+  static DeviceTables t;  // thread-safe one-time initialization
   return t;
 }
 
@@ -30,6 +30,11 @@ const KernelTable& kernels(DeviceType device, const char* op) {
   if (device == DeviceType::CUDA && t.has_cuda) return t.cuda;
   throw DeviceError(detail::concat_message("[", op, "] no kernels for device ",
                                            Device(device), " in this build of Tessera"));
+}
+
+KernelTable& detail::mutable_kernels(DeviceType device) {
+  auto& t = tables();
+  return device == DeviceType::CUDA ? t.cuda : t.cpu;
 }
 
 const char* op_name(UnaryOp op) {

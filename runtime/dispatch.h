@@ -95,6 +95,9 @@ namespace detail {
 // Defined in kernels/register.cpp: fills `table` for `device`; returns false when this build has
 // no kernels for it. Called once per device type.
 bool install_kernels(DeviceType device, KernelTable& table);
+// The table kernels() returns, writable, for set_cpu_isa (runtime/cpu_isa.h) to re-register the
+// CPU ISA variant families. Writes are not synchronized with ops that read the table.
+KernelTable& mutable_kernels(DeviceType device);
 }  // namespace detail
 
 // Calls f(T{}) with T the C++ type of dtype (bool, uint8_t, int32_t, int64_t, Half, BFloat16,

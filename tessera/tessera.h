@@ -27,6 +27,7 @@
 #include "dtensor/spmd_types/collectives.h"
 #include "dtensor/spmd_types/local_types.h"
 #include "runtime/allocator.h"
+#include "runtime/cpu_isa.h"
 #include "runtime/cuda.h"
 #include "runtime/device.h"
 #include "runtime/distributed.h"

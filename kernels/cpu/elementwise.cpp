@@ -12,6 +12,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <initializer_list>
 #include <unsupported/Eigen/SpecialFunctions>
@@ -83,7 +84,11 @@ void unary_run(C* out, const C* in, int64_t n) {
       o = x.log();
       return;
     } else if constexpr (op == UnaryOp::kSqrt) {
-      o = x.sqrt();
+      // Not Eigen's sqrt(): under EIGEN_FAST_MATH (which its vectorized tanh and erf need) it is
+      // an rsqrt estimate refined by Newton steps, a bit or two off and NaN at +inf (float on
+      // SSE and AVX, float and double on AVX-512). This loop vectorizes to the exact
+      // instruction: the file is built with -fno-math-errno (kernels/CMakeLists.txt).
+      for (int64_t i = 0; i < n; ++i) out[i] = std::sqrt(in[i]);
       return;
     } else if constexpr (op == UnaryOp::kRsqrt) {
       o = x.rsqrt();
@@ -304,7 +309,8 @@ void clamp_kernel(const Tensor& out, const Tensor& in, const Scalar& lo, bool ha
 
 }  // namespace
 
-void register_elementwise_kernels(KernelTable& table) {
+template <>
+void register_elementwise_kernels<kThisCpuIsa>(KernelTable& table) {
   table.unary = unary_kernel;
   table.binary = binary_kernel;
   table.where = where_kernel;

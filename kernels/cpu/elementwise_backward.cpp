@@ -133,7 +133,8 @@ void pointwise_grad_kernel(PointwiseGradOp op, const Tensor& out, const Tensor& 
 
 }  // namespace
 
-void register_elementwise_backward_kernels(KernelTable& table) {
+template <>
+void register_elementwise_backward_kernels<kThisCpuIsa>(KernelTable& table) {
   table.pointwise_grad = pointwise_grad_kernel;
 }
 

@@ -1,5 +1,6 @@
-// embedding, its backward scatter-add, and the per-sample nll_loss, and the registration of the nn
-// kernel family (softmax in kernels/cpu/softmax.cpp, the norms in kernels/cpu/norm.cpp).
+// embedding, its backward scatter-add, and the per-sample nll_loss. softmax
+// (kernels/cpu/softmax.cpp) and the norms (kernels/cpu/norm.cpp) register themselves: they are
+// compiled once per CPU ISA variant (Note [CPU ISA variants] in kernels/cpu_isa.cpp).
 
 #include <Eigen/Core>
 #include <cstring>
@@ -147,9 +148,6 @@ void nll_loss_kernel(const Tensor& out, const Tensor& logp, const Tensor& target
 }  // namespace
 
 void register_nn_kernels(KernelTable& table) {
-  table.softmax = softmax_kernel;
-  table.layer_norm = layer_norm_kernel;
-  table.rms_norm = rms_norm_kernel;
   table.embedding = embedding_kernel;
   table.embedding_backward = embedding_backward_kernel;
   table.nll_loss = nll_loss_kernel;

@@ -144,11 +144,4 @@ void visit_floating(DType dtype, const char* op, F&& f) {
   }
 }
 
-// Kernels of kernels/cpu/softmax.cpp and kernels/cpu/norm.cpp (contracts in runtime/dispatch.h).
-void softmax_kernel(const Tensor& out, const Tensor& in, int64_t dim, bool log);
-void layer_norm_kernel(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& in,
-                       const Tensor& weight, const Tensor& bias, int64_t norm_ndim, double eps);
-void rms_norm_kernel(const Tensor& out, const Tensor& rstd, const Tensor& in, const Tensor& weight,
-                     int64_t norm_ndim, double eps);
-
 }  // namespace tessera::cpu

@@ -5,6 +5,7 @@
 #include <Eigen/Core>
 #include <cmath>
 
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/nn_rows.h"
 
 namespace tessera::cpu {
@@ -129,8 +130,6 @@ void rms_norm_impl(const Tensor& out, const Tensor& rstd, const Tensor& in, cons
   });
 }
 
-}  // namespace
-
 void layer_norm_kernel(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& in,
                        const Tensor& weight, const Tensor& bias, int64_t norm_ndim, double eps) {
   if (in.numel() == 0) return;
@@ -145,6 +144,14 @@ void rms_norm_kernel(const Tensor& out, const Tensor& rstd, const Tensor& in, co
   visit_floating(in.dtype(), "rms_norm", [&](auto tag) {
     rms_norm_impl<decltype(tag)>(out, rstd, in, weight, norm_ndim, eps);
   });
+}
+
+}  // namespace
+
+template <>
+void register_norm_kernels<kThisCpuIsa>(KernelTable& table) {
+  table.layer_norm = layer_norm_kernel;
+  table.rms_norm = rms_norm_kernel;
 }
 
 }  // namespace tessera::cpu

@@ -709,6 +709,9 @@ void reduce_kernel(ReductionOp op, const Tensor& out, const Tensor& in,
 
 }  // namespace
 
-void register_reduction_kernels(KernelTable& table) { table.reduce = reduce_kernel; }
+template <>
+void register_reduction_kernels<kThisCpuIsa>(KernelTable& table) {
+  table.reduce = reduce_kernel;
+}
 
 }  // namespace tessera::cpu

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/nn_rows.h"
 
 namespace tessera::cpu {
@@ -153,8 +154,6 @@ bool prefer_lanes(const Tensor& in, int64_t dim) {
   return false;
 }
 
-}  // namespace
-
 void softmax_kernel(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
   if (out.numel() == 0) return;
   visit_floating(in.dtype(), "softmax", [&](auto tag) {
@@ -165,6 +164,13 @@ void softmax_kernel(const Tensor& out, const Tensor& in, int64_t dim, bool log) 
       softmax_rows<T>(out, in, dim, log);
     }
   });
+}
+
+}  // namespace
+
+template <>
+void register_softmax_kernels<kThisCpuIsa>(KernelTable& table) {
+  table.softmax = softmax_kernel;
 }
 
 }  // namespace tessera::cpu
