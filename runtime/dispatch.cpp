@@ -28,8 +28,8 @@ const KernelTable& kernels(DeviceType device, const char* op) {
   const auto& t = tables();
   if (device == DeviceType::CPU && t.has_cpu) return t.cpu;
   if (device == DeviceType::CUDA && t.has_cuda) return t.cuda;
-  throw DeviceError(detail::concat_message("[", op, "] no kernels for device ",
-                                           Device(device), " in this build of Tessera"));
+  throw DeviceError(detail::concat_message("[", op, "] no kernels for device ", Device(device),
+                                           " in this build of Tessera"));
 }
 
 KernelTable& detail::mutable_kernels(DeviceType device) {
@@ -60,7 +60,7 @@ const char* op_name(BinaryOp op) {
 const char* op_name(ReductionOp op) {
   switch (op) {
 #define TS_CASE(e, name) \
-  case ReductionOp::e:      \
+  case ReductionOp::e:   \
     return name;
     TS_FOR_EACH_REDUCE_OP(TS_CASE)
 #undef TS_CASE

@@ -43,8 +43,8 @@ struct KernelTable {
   // out has in's shape with each reduced dim of size 1 (keepdim form), contiguous. `dims` sorted,
   // unique, non-empty. For kVar, `param` is the correction; for kNorm it is p (inf allowed).
   // kArgmax/kArgmin reduce exactly one dim and write kInt64.
-  void (*reduce)(ReductionOp op, const Tensor& out, const Tensor& in, const std::vector<int64_t>& dims,
-                 double param) = nullptr;
+  void (*reduce)(ReductionOp op, const Tensor& out, const Tensor& in,
+                 const std::vector<int64_t>& dims, double param) = nullptr;
 
   // a [batch..., M, K], b [batch..., K, N] with equal (already broadcast) batch dims, any strides;
   // out [batch..., M, N] contiguous; all three of one floating or integral dtype.
@@ -69,8 +69,8 @@ struct KernelTable {
                              const Tensor& indices) = nullptr;
   // Per-sample loss of log-probabilities logp [N, C] against target [N] (int64), with label
   // smoothing; samples equal to ignore_index get 0 and are not counted. out [N].
-  void (*nll_loss)(const Tensor& out, const Tensor& logp, const Tensor& target, int64_t ignore_index,
-                   double label_smoothing) = nullptr;
+  void (*nll_loss)(const Tensor& out, const Tensor& logp, const Tensor& target,
+                   int64_t ignore_index, double label_smoothing) = nullptr;
 
   // Random fills of a contiguous out; element i draws from the counters that Note [Philox
   // counter layout] (kernels/cpu/random.cpp) assigns it. uniform and normal: floating out;
