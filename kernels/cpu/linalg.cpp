@@ -233,9 +233,13 @@ GemmBackend fastest_gemm_backend(int64_t m, int64_t n, int64_t k, int threads) {
 }
 
 // The measured choice per class, for the whole process: measuring under the lock makes every
-// thread that needs a class wait for its one measurement instead of measuring it again.
+// thread that needs a class wait for its one measurement instead of measuring it again. Each
+// thread keeps the answers it has seen, so after the first product of a class the hot path takes
+// no lock (rank threads multiply concurrently).
 GemmBackend measured_gemm_backend(int64_t m, int64_t n, int64_t k, int threads) {
   const GemmClass cls{dim_range(m), dim_range(n), dim_range(k), threads};
+  thread_local std::map<GemmClass, GemmBackend> seen;
+  if (const auto hit = seen.find(cls); hit != seen.end()) return hit->second;
   static std::mutex mutex;
   static std::map<GemmClass, GemmBackend> chosen;
   std::lock_guard<std::mutex> lock(mutex);
@@ -248,6 +252,7 @@ GemmBackend measured_gemm_backend(int64_t m, int64_t n, int64_t k, int threads) 
     }
     it = chosen.emplace(cls, fastest_gemm_backend(dims[0], dims[1], dims[2], threads)).first;
   }
+  seen.emplace(cls, it->second);
   return it->second;
 }
 
