@@ -2,9 +2,11 @@
 // Small helpers shared by the benchmarks: steady-state timing and table printing.
 
 #include <fmt/format.h>
+#include <tessera/tessera.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -34,6 +36,19 @@ inline double time_per_call(const std::function<void()>& f, int n) {
              },
              7, 1) /
          n;
+}
+
+// A rows x cols float32 matrix of values in [-1, 1) from an LCG seeded with `seed`: benchmarks
+// must not depend on ts::rand.
+inline Tensor uniform_matrix(int64_t rows, int64_t cols, uint64_t seed) {
+  Tensor t = Tensor::make_empty({rows, cols}, kFloat32, Device::cpu());
+  float* p = t.data_ptr<float>();
+  uint64_t s = seed;
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    p[i] = static_cast<float>(static_cast<double>(s >> 40) / 8388608.0 - 1.0);
+  }
+  return t;
 }
 
 }  // namespace tessera::bench

@@ -17,24 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "kernels/cpu/gemm_choice.h"
 
 namespace ts = tessera;
 using ts::cpu::GemmBackend;
 
 namespace {
-
-// Values in [-1, 1) (an LCG: the bench must not depend on ts::rand).
-ts::Tensor make_matrix(int64_t rows, int64_t cols, uint64_t seed) {
-  ts::Tensor t = ts::Tensor::make_empty({rows, cols}, ts::kFloat32, ts::Device::cpu());
-  float* p = t.data_ptr<float>();
-  uint64_t s = seed;
-  for (int64_t i = 0; i < rows * cols; ++i) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    p[i] = static_cast<float>(static_cast<double>(s >> 40) / 8388608.0 - 1.0);
-  }
-  return t;
-}
 
 struct Problem {
   std::string name;
@@ -45,15 +34,19 @@ struct Problem {
 // dy @ w^T of each layer, the transposes as the views autograd passes; then the squares.
 std::vector<Problem> problems() {
   const int64_t batch = 256, in = 512, hidden = 1024, out = 10;
-  const ts::Tensor x = make_matrix(batch, in, 1), w1 = make_matrix(in, hidden, 2);
-  const ts::Tensor h = make_matrix(batch, hidden, 3), dh = make_matrix(batch, hidden, 4);
-  const ts::Tensor w2 = make_matrix(hidden, out, 5), dy = make_matrix(batch, out, 6);
+  const ts::Tensor x = ts::bench::uniform_matrix(batch, in, 1),
+                   w1 = ts::bench::uniform_matrix(in, hidden, 2);
+  const ts::Tensor h = ts::bench::uniform_matrix(batch, hidden, 3),
+                   dh = ts::bench::uniform_matrix(batch, hidden, 4);
+  const ts::Tensor w2 = ts::bench::uniform_matrix(hidden, out, 5),
+                   dy = ts::bench::uniform_matrix(batch, out, 6);
   std::vector<Problem> p = {
       {"fc1 x @ w1", x, w1}, {"fc1 x^T @ dh", x.t(), dh}, {"fc1 dh @ w1^T", dh, w1.t()},
       {"fc2 h @ w2", h, w2}, {"fc2 h^T @ dy", h.t(), dy}, {"fc2 dy @ w2^T", dy, w2.t()},
   };
   for (const int64_t n : {1024, 2048}) {
-    p.push_back({fmt::format("square {}", n), make_matrix(n, n, 8), make_matrix(n, n, 9)});
+    p.push_back({fmt::format("square {}", n), ts::bench::uniform_matrix(n, n, 8),
+                 ts::bench::uniform_matrix(n, n, 9)});
   }
   return p;
 }

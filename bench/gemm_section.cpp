@@ -4,6 +4,8 @@
 // output allocation (served by the caching allocator) and primitive-cache lookup; the goal at
 // these sizes is ~1.0.
 
+#include "bench/gemm_section.h"
+
 #include <fmt/format.h>
 #include <omp.h>
 #include <tessera/tessera.h>
@@ -14,22 +16,14 @@
 #include <unordered_map>
 
 #include "bench/bench_util.h"
-#include "bench/gemm_section.h"
 
 namespace ts = tessera;
 
 namespace {
 
-// An n x n matrix of values in [-1, 1) (an LCG: the bench must not depend on ts::rand).
+// An n x n matrix of values in [-1, 1), in `dtype`.
 ts::Tensor make_matrix(int64_t n, ts::DType dtype, uint64_t seed) {
-  ts::Tensor t = ts::Tensor::make_empty({n, n}, ts::kFloat32, ts::Device::cpu());
-  float* p = t.data_ptr<float>();
-  uint64_t s = seed;
-  for (int64_t i = 0; i < n * n; ++i) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    p[i] = static_cast<float>(static_cast<double>(s >> 40) / 8388608.0 - 1.0);
-  }
-  return t.to(dtype);
+  return ts::bench::uniform_matrix(n, n, seed).to(dtype);
 }
 
 // Median seconds per call of tessera::matmul (a new output per call, as users write it).
