@@ -11,9 +11,12 @@
 
 #include "kernels/cpu/gemm_choice.h"
 #include "tessera/tessera.h"
+#include "tests/runtime/matmul_reference.h"
 
 using namespace tessera;
 using cpu::GemmBackend;
+using runtime_test::Expected;
+using runtime_test::reference_matmul;
 
 namespace {
 
@@ -29,41 +32,6 @@ Tensor make(const Shape& shape, uint64_t seed) {
     x = static_cast<float>(static_cast<double>(s >> 40) / 8388608.0 - 1.0);
   }
   return from_vector<float>(v, shape);
-}
-
-// a [batch..., m, k] @ b [batch..., k, n] with equal batch dims (broadcasts come as expand()
-// views): a triple loop in double per batch. Also returns sum |a * b| per element, the scale of
-// float32 rounding.
-struct Expected {
-  std::vector<double> value;
-  std::vector<double> magnitude;
-};
-
-Expected reference(const Tensor& a, const Tensor& b) {
-  const std::vector<double> va = a.contiguous().to_vector<double>();
-  const std::vector<double> vb = b.contiguous().to_vector<double>();
-  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
-  int64_t batches = 1;
-  for (int64_t d = 0; d < a.dim() - 2; ++d) batches *= a.size(d);
-  Expected e;
-  e.value.assign(static_cast<size_t>(batches * m * n), 0.0);
-  e.magnitude.assign(e.value.size(), 0.0);
-  for (int64_t q = 0; q < batches; ++q) {
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        double sum = 0, mag = 0;
-        for (int64_t p = 0; p < k; ++p) {
-          const double x = va[static_cast<size_t>((q * m + i) * k + p)];
-          const double y = vb[static_cast<size_t>((q * k + p) * n + j)];
-          sum += x * y;
-          mag += std::abs(x * y);
-        }
-        e.value[static_cast<size_t>((q * m + i) * n + j)] = sum;
-        e.magnitude[static_cast<size_t>((q * m + i) * n + j)] = mag;
-      }
-    }
-  }
-  return e;
 }
 
 // Mismatches of matmul(a, b) against the reference (float32 rounding allowed).
@@ -120,7 +88,7 @@ void check_cases(const std::string& what) {
     for (const Case& c : cases()) {
       INFO(what << ", " << n << " thread(s), " << c.name << ": " << c.a.sizes() << " @ "
                 << c.b.sizes());
-      CHECK(mismatches(c.a, c.b, reference(c.a, c.b)) == 0);
+      CHECK(mismatches(c.a, c.b, reference_matmul(c.a, c.b)) == 0);
     }
   }
   set_num_threads(threads);
@@ -179,7 +147,7 @@ TEST_CASE("four threads multiply concurrently on every backend", "[runtime][lina
   }
   const std::vector<Case> all = cases();
   std::vector<Expected> want;
-  for (const Case& c : all) want.push_back(reference(c.a, c.b));
+  for (const Case& c : all) want.push_back(reference_matmul(c.a, c.b));
   std::vector<int64_t> failures(4, 0);
   std::vector<std::thread> workers;
   for (size_t t = 0; t < 4; ++t) {
