@@ -60,6 +60,35 @@ struct KernelTable {
   // As layer_norm without centering or bias; rstd receives 1/rms.
   void (*rms_norm)(const Tensor& out, const Tensor& rstd, const Tensor& in, const Tensor& weight,
                    int64_t norm_ndim, double eps) = nullptr;
+  // The backward kernels of softmax, the norms and cross_entropy, one pass over their operands
+  // (Note [Fused nn backward] in runtime/ops/nn_backward.cpp). A device without them leaves
+  // them null, and the backward formulas compose ops instead.
+  //
+  // Input gradient of softmax (log: log_softmax) along dim from its result y: y * (grad -
+  // sum(grad * y)), or grad - exp(y) * sum(grad). out, grad, y: equal shapes, one floating dtype,
+  // any strides.
+  void (*softmax_backward)(const Tensor& out, const Tensor& grad, const Tensor& y, int64_t dim,
+                           bool log) = nullptr;
+  // Gradients of layer_norm (mean defined) or rms_norm (mean undefined) over the trailing dims,
+  // from the forward's statistics (contiguous, float32 or float64, one per row): with
+  // xhat = (in - mean) * rstd and gw = grad * weight, grad_in = rstd * (gw - mean(gw) - xhat *
+  // mean(gw * xhat)) (rms_norm: without mean(gw)), grad_weight = sum over rows of grad * xhat,
+  // grad_bias = sum over rows of grad. grad and in: contiguous, equal shapes, one floating
+  // dtype; weight undefined or the normalized shape, any floating dtype and strides. Each output
+  // may be undefined (not wanted); grad_in contiguous of in's shape and dtype, grad_weight and
+  // grad_bias contiguous of the normalized shape, any floating dtype. Row sums are blocked by
+  // shape, not thread count, so results do not depend on the number of threads.
+  void (*norm_backward)(const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
+                        const Tensor& grad, const Tensor& in, const Tensor& weight,
+                        const Tensor& mean, const Tensor& rstd) = nullptr;
+  // Gradient of cross_entropy on logits [N, C] (contiguous, floating; out the same) against
+  // target [N] (int64, contiguous): out[i] = (softmax(logits[i]) - q[i]) * grad[i] * scale,
+  // q[i] = label_smoothing / C everywhere plus 1 - label_smoothing at the target class; rows
+  // whose target is ignore_index get 0. grad: contiguous, logits' dtype, [N] or 0-dim (one
+  // value for every row).
+  void (*cross_entropy_backward)(const Tensor& out, const Tensor& logits, const Tensor& target,
+                                 const Tensor& grad, double scale, int64_t ignore_index,
+                                 double label_smoothing) = nullptr;
   // out[i, :] = weight[indices[i], :]; indices int32/int64 already validated in range, flattened.
   void (*embedding)(const Tensor& out, const Tensor& weight, const Tensor& indices) = nullptr;
   // out[indices[i], :] += grad[i, :] for each i in order (repeated indices accumulate): out

@@ -3,9 +3,11 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/formulas/elementwise.h"
 #include "autograd/formulas/formula.h"
 #include "autograd/formulas/nn_formulas.h"
 #include "runtime/ops.h"
+#include "runtime/ops/nn_internal.h"
 
 namespace tessera::autograd {
 
@@ -15,8 +17,9 @@ namespace {
 // dim and q the smoothed one-hot target ((1 - ls) at the target class, plus ls / C everywhere),
 // d loss / d logits = (p - q) * coef, where coef is the sample's incoming gradient scaled by the
 // reduction (1 / #counted targets for Mean), and 0 for ignored samples. Built from public ops
-// (softmax records again), so that second derivatives work. Named after the node PyTorch's
-// cross_entropy returns.
+// (softmax records again), so that second derivatives work, unless nothing needs recording: then
+// one kernel pass (Note [Fused nn backward]). Named after the node PyTorch's cross_entropy
+// returns.
 class NllLossBackward final : public FormulaNode {
  public:
   explicit NllLossBackward(CrossEntropyOptions options)
@@ -27,6 +30,9 @@ class NllLossBackward final : public FormulaNode {
     const Tensor& g = grads[0];
     if (!g.defined()) return {Tensor()};
     const Tensor x = logits.unpack(*this);
+    if (fused_applies(g, x) && detail::has_fused_nn_backward(x)) {
+      return {detail::cross_entropy_backward(g, x, target.unpack(*this), options_)};
+    }
     const int64_t cdim = x.dim() == 1 ? 0 : 1;
     const int64_t c = x.size(cdim);
     // target with a class dim of size 1, so that it broadcasts against x.

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/formulas/elementwise.h"
 #include "autograd/formulas/formula.h"
 #include "autograd/formulas/nn_formulas.h"
 #include "runtime/ops.h"
@@ -43,6 +44,11 @@ struct NormDims {
 // backward]).
 bool differentiable_stats(const Tensor& x) { return is_grad_enabled() && x.requires_grad(); }
 
+// Whether the one-pass kernel applies (Note [Fused nn backward]): nothing read needs recording.
+bool fused(const Tensor& grad, const Tensor& x, const Tensor& weight) {
+  return fused_applies(grad, x, weight) && detail::has_fused_nn_backward(x);
+}
+
 class NativeLayerNormBackward final : public FormulaNode {
  public:
   NativeLayerNormBackward(int64_t k, double eps)
@@ -57,6 +63,12 @@ class NativeLayerNormBackward final : public FormulaNode {
     if (!g.defined()) return {Tensor(), Tensor(), Tensor()};
     const Tensor xv = input.unpack(*this);
     const Tensor w = weight.unpack(*this);
+    if (fused(g, xv, w)) {
+      detail::NormGrads d =
+          detail::norm_backward(g, xv, w, row_mean.unpack(*this), row_rstd.unpack(*this), k_,
+                                {needs_input_grad(0), needs_input_grad(1), needs_input_grad(2)});
+      return {d.input, d.weight, d.bias};
+    }
     const NormDims dims(xv.sizes(), k_);
     Tensor xhat;
     Tensor r;
@@ -101,6 +113,12 @@ class RmsNormBackward final : public FormulaNode {
     if (!g.defined()) return {Tensor(), Tensor()};
     const Tensor xv = input.unpack(*this);
     const Tensor w = weight.unpack(*this);
+    if (fused(g, xv, w)) {
+      detail::NormGrads d =
+          detail::norm_backward(g, xv, w, Tensor(), row_rstd.unpack(*this), k_,
+                                {needs_input_grad(0), needs_input_grad(1), false});
+      return {d.input, d.weight};
+    }
     const NormDims dims(xv.sizes(), k_);
     const Tensor r = differentiable_stats(xv)
                          ? rsqrt(mean(xv * xv, dims.norm, /*keepdim=*/true) + eps_)

@@ -3,9 +3,11 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/formulas/elementwise.h"
 #include "autograd/formulas/formula.h"
 #include "autograd/formulas/nn_formulas.h"
 #include "runtime/ops.h"
+#include "runtime/ops/nn_internal.h"
 
 namespace tessera::autograd {
 
@@ -17,40 +19,49 @@ std::vector<int64_t> row_dims(int64_t dim, int64_t ndim) {
   return {wrap_dim(dim, ndim, "softmax")};
 }
 
+// Whether a formula may take the one-pass kernel (Note [Fused nn backward]).
+bool fused(const Tensor& grad, const Tensor& y) {
+  return fused_applies(grad, y) && detail::has_fused_nn_backward(y);
+}
+
 class SoftmaxBackward final : public FormulaNode {
  public:
-  explicit SoftmaxBackward(std::vector<int64_t> dims)
-      : FormulaNode("SoftmaxBackward0"), dims_(std::move(dims)) {}
+  SoftmaxBackward(int64_t dim, std::vector<int64_t> dims)
+      : FormulaNode("SoftmaxBackward0"), dim_(dim), dims_(std::move(dims)) {}
   SavedTensor result;
 
   // y * (g - sum(g * y)), written as gy - y * sum(gy) to multiply once less.
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     if (!grads[0].defined()) return {Tensor()};
     const Tensor y = result.unpack(*this);
+    if (fused(grads[0], y)) return {detail::softmax_backward(grads[0], y, dim_, false)};
     const Tensor gy = grads[0] * y;
     return {gy - y * sum(gy, dims_, /*keepdim=*/true)};
   }
   void release_variables() override { result.release(); }
 
  private:
+  int64_t dim_;
   std::vector<int64_t> dims_;
 };
 
 class LogSoftmaxBackward final : public FormulaNode {
  public:
-  explicit LogSoftmaxBackward(std::vector<int64_t> dims)
-      : FormulaNode("LogSoftmaxBackward0"), dims_(std::move(dims)) {}
+  LogSoftmaxBackward(int64_t dim, std::vector<int64_t> dims)
+      : FormulaNode("LogSoftmaxBackward0"), dim_(dim), dims_(std::move(dims)) {}
   SavedTensor result;
 
   // g - softmax * sum(g), with softmax = exp(log_softmax).
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     if (!grads[0].defined()) return {Tensor()};
     const Tensor y = result.unpack(*this);
+    if (fused(grads[0], y)) return {detail::softmax_backward(grads[0], y, dim_, true)};
     return {grads[0] - exp(y) * sum(grads[0], dims_, /*keepdim=*/true)};
   }
   void release_variables() override { result.release(); }
 
  private:
+  int64_t dim_;
   std::vector<int64_t> dims_;
 };
 
@@ -61,7 +72,7 @@ Tensor record_softmax(const Tensor& a, int64_t dim) {
     NoGradGuard no_grad;
     out = op(a, dim);  // validates dim first
   }
-  auto node = std::make_shared<Node>(row_dims(dim, a.dim()));
+  auto node = std::make_shared<Node>(dim, row_dims(dim, a.dim()));
   record(node, {a}, {&out});
   node->result = SavedTensor(out, /*is_output=*/true);
   return out;

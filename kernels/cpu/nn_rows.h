@@ -121,7 +121,7 @@ void store_row(const RowLayout& r, char* p, const A* src) {
 // nothing).
 template <typename A>
 A* scratch_row(int64_t n, int slot = 0) {
-  thread_local std::array<std::vector<A>, 2> bufs;
+  thread_local std::array<std::vector<A>, 3> bufs;
   auto& b = bufs[static_cast<size_t>(slot)];
   if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));
   return b.data();

@@ -3,10 +3,13 @@
 // not cancel the variance. See Note [Row kernels] in kernels/cpu/nn_rows.h.
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/nn_rows.h"
+#include "runtime/ops.h"
 
 namespace tessera::cpu {
 
@@ -130,6 +133,106 @@ void rms_norm_impl(const Tensor& out, const Tensor& rstd, const Tensor& in, cons
   });
 }
 
+// A statistic written by the forward (float32 or float64, contiguous), element i.
+template <typename A>
+A load_stat(const Tensor& t, int64_t i) {
+  if (t.dtype() == kFloat64) return static_cast<A>(t.data_ptr<double>()[i]);
+  return static_cast<A>(t.data_ptr<float>()[i]);
+}
+
+// Rows per block of the weight and bias gradient sums: at most kMaxBlocks blocks, whose partial
+// sums are added in block order, so the result depends on the shape only.
+constexpr int64_t kMaxBlocks = 64;
+
+template <typename T>
+void norm_backward_impl(const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
+                        const Tensor& grad, const Tensor& in, const Tensor& weight,
+                        const Tensor& mean, const Tensor& rstd) {
+  using A = acc_t<T>;
+  const int64_t rows = rstd.numel();
+  const int64_t n = in.numel() / rows;
+  const Tensor w = param_as<A>(weight);
+  const A* wp = data_or_null<A>(w);
+  const T* g_all = grad.data_ptr<T>();
+  const T* x_all = in.data_ptr<T>();
+  T* dx_all = grad_in.defined() ? grad_in.data_ptr<T>() : nullptr;
+  const bool centered = mean.defined();
+  const bool sums = grad_weight.defined() || grad_bias.defined();
+  const int64_t block_rows =
+      std::max<int64_t>((rows + kMaxBlocks - 1) / kMaxBlocks,
+                        std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n, 1)));
+  const int64_t blocks = (rows + block_rows - 1) / block_rows;
+  // Per block: sum of grad * xhat, then sum of grad.
+  std::vector<A> partial(sums ? static_cast<size_t>(blocks * 2 * n) : 0, A(0));
+  const A inv_n = A(1) / static_cast<A>(n);
+  parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    A* xhat = scratch_row<A>(n, 0);
+    A* gbuf = scratch_row<A>(n, 1);
+    for (int64_t b = b0; b < b1; ++b) {
+      A* pw = sums ? partial.data() + b * 2 * n : nullptr;
+      for (int64_t r = b * block_rows; r < std::min(rows, (b + 1) * block_rows); ++r) {
+        const T* gr = g_all + r * n;
+        const T* xr = x_all + r * n;
+        const A* g;
+        if constexpr (std::is_same_v<T, A>) {
+          g = gr;
+        } else {
+          for (int64_t j = 0; j < n; ++j) gbuf[j] = static_cast<A>(gr[j]);
+          g = gbuf;
+        }
+        for (int64_t j = 0; j < n; ++j) xhat[j] = static_cast<A>(xr[j]);
+        const A mu = centered ? load_stat<A>(mean, r) : A(0);
+        const A rs = load_stat<A>(rstd, r);
+        Eigen::Map<Vec<A>> xh(xhat, n);
+        Eigen::Map<const Vec<A>> gs(g, n);
+        xh = (xh - mu) * rs;
+        if (sums) {
+          Eigen::Map<Vec<A>>(pw, n) += gs * xh;
+          Eigen::Map<Vec<A>>(pw + n, n) += gs;
+        }
+        if (!dx_all) continue;
+        // dx = rs * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = g * w.
+        T* dxr = dx_all + r * n;
+        A* dx = std::is_same_v<T, A> ? reinterpret_cast<A*>(dxr) : gbuf;
+        Eigen::Map<Vec<A>> dxs(dx, n);
+        if (wp) {
+          Eigen::Map<const Vec<A>> ws(wp, n);
+          const A a = centered ? (gs * ws).sum() * inv_n : A(0);
+          const A c = (gs * ws * xh).sum() * inv_n;
+          dxs = rs * (gs * ws - a - xh * c);
+        } else {
+          const A a = centered ? gs.sum() * inv_n : A(0);
+          const A c = (gs * xh).sum() * inv_n;
+          dxs = rs * (gs - a - xh * c);
+        }
+        if constexpr (!std::is_same_v<T, A>) {
+          for (int64_t j = 0; j < n; ++j) dxr[j] = static_cast<T>(dx[j]);
+        }
+      }
+    }
+  });
+  if (!sums) return;
+  // Block order, one parameter element at a time (each a column of the partials).
+  std::vector<A> total(static_cast<size_t>(2 * n), A(0));
+  for (int64_t b = 0; b < blocks; ++b) {
+    Eigen::Map<Vec<A>>(total.data(), 2 * n) +=
+        Eigen::Map<const Vec<A>>(partial.data() + b * 2 * n, 2 * n);
+  }
+  const Tensor sums_t = from_vector(std::move(total), {2, n});
+  if (grad_weight.defined()) grad_weight.view({n}).copy_(sums_t.select(0, 0));
+  if (grad_bias.defined()) grad_bias.view({n}).copy_(sums_t.select(0, 1));
+}
+
+void norm_backward_kernel(const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
+                          const Tensor& grad, const Tensor& in, const Tensor& weight,
+                          const Tensor& mean, const Tensor& rstd) {
+  if (in.numel() == 0) return;
+  visit_floating(in.dtype(), "norm_backward", [&](auto tag) {
+    norm_backward_impl<decltype(tag)>(grad_in, grad_weight, grad_bias, grad, in, weight, mean,
+                                      rstd);
+  });
+}
+
 void layer_norm_kernel(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& in,
                        const Tensor& weight, const Tensor& bias, int64_t norm_ndim, double eps) {
   if (in.numel() == 0) return;
@@ -152,6 +255,7 @@ template <>
 void register_norm_kernels<kThisCpuIsa>(KernelTable& table) {
   table.layer_norm = layer_norm_kernel;
   table.rms_norm = rms_norm_kernel;
+  table.norm_backward = norm_backward_kernel;
 }
 
 }  // namespace tessera::cpu

@@ -2,6 +2,7 @@
 // (x - max) - log(sum exp(x - max)). See Note [Row kernels] in kernels/cpu/nn_rows.h.
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -152,6 +153,108 @@ void softmax_lanes(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
       grain);
 }
 
+// The gradient of softmax (log: log_softmax) over one row of n elements: g and y are read, out
+// written; out may alias g (not y).
+template <typename A>
+void softmax_backward_row(A* out, const A* g, const A* y, int64_t n, bool log) {
+  Eigen::Map<const Vec<A>> gs(g, n);
+  Eigen::Map<const Vec<A>> ys(y, n);
+  Eigen::Map<Vec<A>> os(out, n);
+  if (log) {
+    const A s = gs.sum();
+    // softmax = exp(log_softmax); masked entries (-inf) must give exactly 0, as in forward.
+    A* e = scratch_row<A>(n, 2);
+    Eigen::Map<Vec<A>>(e, n) = ys.exp();
+    flush_subnormal(e, n);
+    os = gs - Eigen::Map<const Vec<A>>(e, n) * s;
+  } else {
+    const A s = (gs * ys).sum();
+    os = ys * (gs - s);
+  }
+}
+
+template <typename T>
+void softmax_backward_rows(const Tensor& out, const Tensor& grad, const Tensor& y, int64_t dim,
+                           bool log) {
+  using A = acc_t<T>;
+  const int64_t n = y.size(dim);
+  const RowLayout ro = row_layout(out.transpose(dim, -1), 1);
+  const RowLayout rg = row_layout(grad.transpose(dim, -1), 1);
+  const RowLayout ry = row_layout(y.transpose(dim, -1), 1);
+  const Tensor out_rows = out.select(dim, 0);
+  const Tensor grad_rows = grad.select(dim, 0);
+  const Tensor y_rows = y.select(dim, 0);
+  const auto es = static_cast<int64_t>(sizeof(T));
+  const bool direct =
+      std::is_same_v<T, A> && ro.contiguous(es) && rg.contiguous(es) && ry.contiguous(es);
+  for_each_row<3>({&out_rows, &grad_rows, &y_rows}, n, [&](std::array<char*, 3> p) {
+    if (direct) {
+      softmax_backward_row(reinterpret_cast<A*>(p[0]), reinterpret_cast<const A*>(p[1]),
+                           reinterpret_cast<const A*>(p[2]), n, log);
+      return;
+    }
+    A* g = scratch_row<A>(n, 0);
+    A* yv = scratch_row<A>(n, 1);
+    load_row<T>(rg, p[1], g);
+    load_row<T>(ry, p[2], yv);
+    softmax_backward_row(g, g, yv, n, log);
+    store_row<T>(ro, p[0], g);
+  });
+}
+
+void softmax_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& y, int64_t dim,
+                             bool log) {
+  if (out.numel() == 0) return;
+  visit_floating(out.dtype(), "softmax_backward",
+                 [&](auto tag) { softmax_backward_rows<decltype(tag)>(out, grad, y, dim, log); });
+}
+
+// cross_entropy's gradient, row i of [N, C]: (softmax(x_i) - q_i) * coef_i (KernelTable).
+template <typename T>
+void cross_entropy_backward_rows(const Tensor& out, const Tensor& logits, const Tensor& target,
+                                 const Tensor& grad, double scale, int64_t ignore_index,
+                                 double label_smoothing) {
+  using A = acc_t<T>;
+  const int64_t rows = logits.size(0);
+  const int64_t c = logits.size(1);
+  const T* x = logits.data_ptr<T>();
+  T* o = out.data_ptr<T>();
+  const int64_t* t = target.data_ptr<int64_t>();
+  const T* g = grad.data_ptr<T>();
+  const bool per_row = grad.dim() > 0;
+  const A smooth = static_cast<A>(label_smoothing / static_cast<double>(c));
+  const A hit = static_cast<A>(1.0 - label_smoothing);
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(c, 1));
+  parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    A* p = scratch_row<A>(c, 0);
+    for (int64_t i = begin; i < end; ++i) {
+      T* orow = o + i * c;
+      if (t[i] == ignore_index) {
+        std::fill(orow, orow + c, T(0));
+        continue;
+      }
+      const T* xrow = x + i * c;
+      for (int64_t j = 0; j < c; ++j) p[j] = static_cast<A>(xrow[j]);
+      softmax_contiguous(p, p, c, /*log=*/false);
+      const A coef = static_cast<A>(static_cast<double>(g[per_row ? i : 0]) * scale);
+      Eigen::Map<Vec<A>> ps(p, c);
+      ps = (ps - smooth) * coef;
+      p[t[i]] -= hit * coef;
+      for (int64_t j = 0; j < c; ++j) orow[j] = static_cast<T>(p[j]);
+    }
+  });
+}
+
+void cross_entropy_backward_kernel(const Tensor& out, const Tensor& logits, const Tensor& target,
+                                   const Tensor& grad, double scale, int64_t ignore_index,
+                                   double label_smoothing) {
+  if (out.numel() == 0) return;
+  visit_floating(out.dtype(), "cross_entropy_backward", [&](auto tag) {
+    cross_entropy_backward_rows<decltype(tag)>(out, logits, target, grad, scale, ignore_index,
+                                               label_smoothing);
+  });
+}
+
 // Lanes pay off when dim is strided and some other dim is contiguous to vectorize across.
 bool prefer_lanes(const Tensor& in, int64_t dim) {
   if (in.stride(dim) == 1 || in.size(dim) == 1) return false;
@@ -178,6 +281,8 @@ void softmax_kernel(const Tensor& out, const Tensor& in, int64_t dim, bool log) 
 template <>
 void register_softmax_kernels<kThisCpuIsa>(KernelTable& table) {
   table.softmax = softmax_kernel;
+  table.softmax_backward = softmax_backward_kernel;
+  table.cross_entropy_backward = cross_entropy_backward_kernel;
 }
 
 }  // namespace tessera::cpu

@@ -3,11 +3,13 @@
 // (autograd/formulas/nn*.cpp): forwards that also return what the kernels computed on the way, and
 // embedding's scatter-add. Not part of the public API (runtime/ops.h).
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <utility>
 
 #include "runtime/generator.h"
+#include "runtime/ops.h"
 #include "runtime/tensor.h"
 
 namespace tessera::detail {
@@ -34,6 +36,32 @@ double rms_norm_eps(DType dtype, std::optional<double> eps);
 // (repeated indices accumulate). indices are embedding's, already validated. Recorded when grad
 // requires grad (its own gradient is embedding of the incoming one).
 Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num_weights);
+
+// The one-pass backward kernels (Note [Fused nn backward] in runtime/ops/nn_backward.cpp). None
+// records: formulas call them when fused_applies and has_fused_nn_backward hold, and compose
+// ops otherwise.
+//
+// Whether t's device has the kernels (CPU does; CUDA does not yet).
+bool has_fused_nn_backward(const Tensor& t);
+// The input gradient of softmax (log: log_softmax) along dim from the forward's result y;
+// grad of y's shape (cast to y's dtype).
+Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim, bool log);
+// The gradients of layer_norm (mean defined) or rms_norm (mean undefined) over x's last
+// norm_ndim dims, from the statistics of NormForward: input, weight, bias, each computed only
+// when `wanted` (else undefined). weight may be undefined (no affine weight).
+struct NormGrads {
+  Tensor input;
+  Tensor weight;
+  Tensor bias;
+};
+NormGrads norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                        const Tensor& mean, const Tensor& rstd, int64_t norm_ndim,
+                        std::array<bool, 3> wanted);
+// The gradient of cross_entropy(logits, target, options) with respect to logits, given the
+// loss's incoming gradient (0-dim, or the per-sample shape for Reduction::None). target was
+// validated by the forward.
+Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target,
+                              const CrossEntropyOptions& options);
 
 // dropout in training mode with 0 < p <= 1: (output, mask), mask of a's shape and dtype holding
 // 0 or 1 / (1 - p) per element, drawn from the same counters as the output.
