@@ -128,6 +128,7 @@ Calibration calibrate(const std::vector<Shape>& mesh_shapes, const ModelConfig& 
       const Measurement m = measure(strategy_named("single", 1), share, run, {});
       std::lock_guard<std::mutex> lock(replicas_mutex);
       cal.replicated_compute_s = std::max(cal.replicated_compute_s, m.forward_s + m.backward_s);
+      cal.replicated_optimizer_s = std::max(cal.replicated_optimizer_s, m.optimizer_s);
     });
     const Tensor src = randn({16 << 20});
     Tensor dst = empty({16 << 20});

@@ -36,8 +36,10 @@ struct Calibration {
   int64_t batch = 1, small_batch = 1;
   double compute_fixed_s = 0.0, compute_per_sequence_s = 0.0;
   // Forward + backward of `ranks` replicas trained at once on rank threads, each on the batch /
-  // ranks share (the slowest rank's median): a DP rank's compute as the machine runs it.
+  // ranks share (the slowest rank's median): a DP rank's compute as the machine runs it; and
+  // their optimizer steps, each over all the parameters (a DP rank's update).
   double replicated_compute_s = 0.0;
+  double replicated_optimizer_s = 0.0;
   // Of a kind on a group size; Error when not calibrated.
   const CollectiveLine& line(const std::string& kind, int64_t group_size) const;
 };

@@ -175,7 +175,8 @@ std::vector<CollectiveTotal> expected_collectives(const Strategy& s, const Model
 // Note [Predicting a step]
 // A step is predicted as compute + collectives + the copies around them, the threads backend
 // overlapping none of them. Compute comes from the calibration's one-thread step (a fixed cost per
-// step plus a cost per sequence) and from replicas trained on every rank at once; collectives
+// step plus a cost per sequence) and from replicas trained and updated on every rank at once
+// (DP's and FSDP's compute, DP's optimizer step); collectives
 // from the alpha-beta lines of the shared cost model, applied to the closed-form collectives;
 // copies from the copy bandwidth. Known gaps, visible in bench/RESULTS.md: tensor parallelism's
 // narrow GEMM shards run below the calibrated GEMM rate and its norms and residuals are repeated on
@@ -210,9 +211,12 @@ Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& c
   const double replicated = std::max(cal.replicated_compute_s, alone);
   p.compute_s = alone;
   if (n > 1) p.compute_s += (replicated - alone) * (weights - 1.0 / n) / (1.0 - 1.0 / n);
-  // The optimizer updates 1/n of the parameters, all of them under DP (replicated).
-  const double optimizer_share = s.kind == StrategyKind::DP ? 1.0 : 1.0 / n;
-  p.compute_s += one.optimizer_s * optimizer_share * time_shared;
+  // The optimizer updates 1/n of the parameters; under DP all of them on every rank at once, as
+  // the calibration's replicas did (n copies of the optimizer state streaming through memory:
+  // 60 ms against the 47 that the one-thread update times the sharing predicted at hidden 512).
+  p.compute_s += s.kind == StrategyKind::DP
+                     ? std::max(cal.replicated_optimizer_s, one.optimizer_s * time_shared)
+                     : one.optimizer_s / n * time_shared;
   // Each rank also copies every message once around its collective: FSDP packs its shards into
   // the flat buffer and cuts the gathered buffer into parameters, writes the gradients into the
   // flat buffer to reduce_scatter; redistributes concatenate or chunk around theirs. All ranks

@@ -82,12 +82,14 @@ std::string table(const ModelConfig& c, const Calibration& cal,
   std::string s = fmt::format(
       "{}; {:.1f} M parameters; {} cores; GEMM {:.1f} GFLOP/s ({:.1f} on one thread), copy {:.1f} "
       "GB/s\ncalibrated compute (one thread): {:.2f} ms per step + {:.2f} ms per sequence (batch "
-      "{} and {}), optimizer {:.2f} ms; replicas on every rank at once: {:.2f} ms\n",
+      "{} and {}), optimizer {:.2f} ms; replicas on every rank at once: {:.2f} ms, their optimizer "
+      "{:.2f} ms\n",
       model_text(c), static_cast<double>(parameter_count(c)) / 1e6, cal.cores,
       cal.gemm_flops_per_s / 1e9, cal.gemm_flops_one_thread / 1e9,
       cal.model.local_bytes_per_s / 1e9, cal.compute_fixed_s * 1e3,
       cal.compute_per_sequence_s * 1e3, cal.batch, cal.small_batch,
-      cal.one_thread.optimizer_s * 1e3, cal.replicated_compute_s * 1e3);
+      cal.one_thread.optimizer_s * 1e3, cal.replicated_compute_s * 1e3,
+      cal.replicated_optimizer_s * 1e3);
   s += fmt::format(
       "{:<10} {:>9} {:>15} {:>8} {:>8} {:>8} {:>9} {:>10} {:>9} {:>7} {:>9} {:>9}  {}\n",
       "strategy", "step ms", "p10-p90 ms", "fwd ms", "bwd ms", "opt ms", "comm ms", "predicted",
@@ -144,9 +146,10 @@ std::string json(const ModelConfig& c, const Calibration& cal,
       "  \"calibration\": {{\"cores\": {}, \"gemm_flops_per_s\": {:.6g}, "
       "\"gemm_flops_one_thread\": {:.6g}, \"copy_bytes_per_s\": {:.6g}, \"compute_fixed_s\": "
       "{:.6g}, \"compute_per_sequence_s\": {:.6g}, \"replicated_compute_s\": {:.6g}, "
-      "\"collectives\": {{",
+      "\"replicated_optimizer_s\": {:.6g}, \"collectives\": {{",
       cal.cores, cal.gemm_flops_per_s, cal.gemm_flops_one_thread, cal.model.local_bytes_per_s,
-      cal.compute_fixed_s, cal.compute_per_sequence_s, cal.replicated_compute_s);
+      cal.compute_fixed_s, cal.compute_per_sequence_s, cal.replicated_compute_s,
+      cal.replicated_optimizer_s);
   bool first = true;
   for (const auto& [key, ab] : cal.model.measured) {
     s += fmt::format("{}\"{}\": {{\"alpha_s\": {:.6g}, \"beta_s_per_byte\": {:.6g}}}",
