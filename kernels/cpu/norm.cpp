@@ -1,6 +1,7 @@
 // layer_norm and rms_norm over the trailing norm_ndim dims of each row. Statistics are computed in
 // the accumulation type with two passes (mean, then centered squares) so that a large mean does
-// not cancel the variance. See Note [Row kernels] in kernels/cpu/nn_rows.h.
+// not cancel the variance. Their backward reuses the statistics (Note [Fused nn backward] in
+// runtime/ops/nn_backward.cpp). See Note [Row kernels] in kernels/cpu/nn_rows.h.
 
 #include <Eigen/Core>
 #include <algorithm>

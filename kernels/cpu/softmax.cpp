@@ -1,5 +1,7 @@
 // softmax / log_softmax along one dim, numerically stable: exp(x - max) / sum, and
-// (x - max) - log(sum exp(x - max)). See Note [Row kernels] in kernels/cpu/nn_rows.h.
+// (x - max) - log(sum exp(x - max)); their backward, and cross_entropy's (softmax minus the
+// smoothed target), one pass per row (Note [Fused nn backward] in runtime/ops/nn_backward.cpp).
+// See Note [Row kernels] in kernels/cpu/nn_rows.h.
 
 #include <Eigen/Core>
 #include <algorithm>
