@@ -38,5 +38,11 @@ void layer_norm_kernel(const Tensor& out, const Tensor& mean, const Tensor& rstd
                        const Tensor& weight, const Tensor& bias, int64_t norm_ndim, double eps);
 void rms_norm_kernel(const Tensor& out, const Tensor& rstd, const Tensor& in, const Tensor& weight,
                      int64_t norm_ndim, double eps);
+// The one-pass backward kernels (Note [Fused nn backward] in runtime/ops/nn_backward.cpp).
+void softmax_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& y, int64_t dim,
+                             bool log);
+void cross_entropy_backward_kernel(const Tensor& out, const Tensor& logits, const Tensor& target,
+                                   const Tensor& grad, double scale, int64_t ignore_index,
+                                   double label_smoothing);
 
 }  // namespace tessera::cuda
