@@ -41,6 +41,9 @@ void rms_norm_kernel(const Tensor& out, const Tensor& rstd, const Tensor& in, co
 // The one-pass backward kernels (Note [Fused nn backward] in runtime/ops/nn_backward.cpp).
 void softmax_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& y, int64_t dim,
                              bool log);
+void norm_backward_kernel(const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
+                          const Tensor& grad, const Tensor& in, const Tensor& weight,
+                          const Tensor& mean, const Tensor& rstd);
 void cross_entropy_backward_kernel(const Tensor& out, const Tensor& logits, const Tensor& target,
                                    const Tensor& grad, double scale, int64_t ignore_index,
                                    double label_smoothing);
