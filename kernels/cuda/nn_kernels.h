@@ -1,6 +1,7 @@
 #pragma once
-// The nn kernel family on CUDA, split over softmax.cu, norm.cu and nn.cu (which registers all
-// six slots), and the row addressing they share. Contracts: runtime/dispatch.h.
+// The nn kernel family on CUDA, split over softmax.cu (softmax and its backward, cross_entropy's
+// backward), norm.cu (the norms and their backward) and nn.cu (which registers all nine slots),
+// and the row addressing they share. Contracts: runtime/dispatch.h.
 //
 // Note [CUDA row kernels]
 // softmax and the norms reduce over a trailing block of each "row" (softmax: the one dim, moved
