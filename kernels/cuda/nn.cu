@@ -1,6 +1,6 @@
 // embedding, its backward scatter-add and the per-sample nll_loss on CUDA (twins of
 // kernels/cpu/nn.cpp), the row addressing of Note [CUDA row kernels], and the registration of
-// the nn family (softmax in softmax.cu, the norms in norm.cu).
+// the nn family (softmax and cross_entropy's backward in softmax.cu, the norms in norm.cu).
 //
 // Note [Deterministic embedding backward]
 // out[indices[i]] += grad[i] with repeated indices could use float atomics, but their order
@@ -299,6 +299,9 @@ void register_nn_kernels(KernelTable& table) {
   table.softmax = softmax_kernel;
   table.layer_norm = layer_norm_kernel;
   table.rms_norm = rms_norm_kernel;
+  table.softmax_backward = softmax_backward_kernel;
+  table.norm_backward = norm_backward_kernel;
+  table.cross_entropy_backward = cross_entropy_backward_kernel;
   table.embedding = embedding;
   table.embedding_backward = embedding_backward;
   table.nll_loss = nll_loss;

@@ -1,6 +1,7 @@
 #pragma once
-// The nn kernel family on CUDA, split over softmax.cu, norm.cu and nn.cu (which registers all
-// six slots), and the row addressing they share. Contracts: runtime/dispatch.h.
+// The nn kernel family on CUDA, split over softmax.cu (softmax and its backward, cross_entropy's
+// backward), norm.cu (the norms and their backward) and nn.cu (which registers all nine slots),
+// and the row addressing they share. Contracts: runtime/dispatch.h.
 //
 // Note [CUDA row kernels]
 // softmax and the norms reduce over a trailing block of each "row" (softmax: the one dim, moved
@@ -38,5 +39,14 @@ void layer_norm_kernel(const Tensor& out, const Tensor& mean, const Tensor& rstd
                        const Tensor& weight, const Tensor& bias, int64_t norm_ndim, double eps);
 void rms_norm_kernel(const Tensor& out, const Tensor& rstd, const Tensor& in, const Tensor& weight,
                      int64_t norm_ndim, double eps);
+// The one-pass backward kernels (Note [Fused nn backward] in runtime/ops/nn_backward.cpp).
+void softmax_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& y, int64_t dim,
+                             bool log);
+void norm_backward_kernel(const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
+                          const Tensor& grad, const Tensor& in, const Tensor& weight,
+                          const Tensor& mean, const Tensor& rstd);
+void cross_entropy_backward_kernel(const Tensor& out, const Tensor& logits, const Tensor& target,
+                                   const Tensor& grad, double scale, int64_t ignore_index,
+                                   double label_smoothing);
 
 }  // namespace tessera::cuda

@@ -5,11 +5,12 @@
 // layer_norm's about a dozen (with three row means), cross_entropy's ten with a one-hot target.
 // Each is instead one kernel pass per row (KernelTable::softmax_backward, norm_backward,
 // cross_entropy_backward): the row's sums and its gradient while the row is in cache, and the
-// weight and bias sums of a norm in the same pass. The composed formulas stay: under
-// create_graph, or when grad or a saved tensor requires grad, the formula must record so that
-// its result differentiates again; and on a device whose table lacks the kernels. Otherwise
-// (fused_applies, as Note [Fused pointwise backward]) the formula calls these, whose results
-// equal the composed ones up to rounding.
+// weight and bias sums of a norm in the same pass (on CUDA in a second kernel over columns, see
+// kernels/cuda/norm.cu). The composed formulas stay: under create_graph, or when grad or a saved
+// tensor requires grad, the formula must record so that its result differentiates again; and on
+// a device whose table lacks the kernels. Otherwise (fused_applies, as
+// Note [Fused pointwise backward]) the formula calls these, whose results equal the composed
+// ones up to rounding.
 
 #include <vector>
 

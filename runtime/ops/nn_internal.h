@@ -41,7 +41,7 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num
 // records: formulas call them when fused_applies and has_fused_nn_backward hold, and compose
 // ops otherwise.
 //
-// Whether t's device has the kernels (CPU does; CUDA does not yet).
+// Whether t's device has the kernels (CPU and CUDA do).
 bool has_fused_nn_backward(const Tensor& t);
 // The input gradient of softmax (log: log_softmax) along dim from the forward's result y;
 // grad of y's shape (cast to y's dtype).

@@ -1,6 +1,8 @@
 // CUDA nn kernels (softmax, log_softmax, layer_norm, rms_norm, embedding, embedding_backward,
 // nll_loss through cross_entropy) against their CPU twins through the public API, on contiguous,
-// transposed, sliced, expanded and zero-size inputs and long rows.
+// transposed, sliced, expanded and zero-size inputs and long rows; and the one-pass backward
+// kernels of softmax, the norms and cross_entropy (Note [Fused nn backward]) through autograd
+// against the CPU's.
 
 #include <cmath>
 #include <cstdint>
@@ -10,6 +12,8 @@
 #include <tuple>
 #include <vector>
 
+#include "autograd/autograd.h"
+#include "runtime/dispatch.h"
 #include "runtime/ops.h"
 #include "runtime/ops/nn_internal.h"
 #include "runtime/tensor.h"
@@ -288,4 +292,234 @@ TEST_CASE("cuda cross_entropy (log_softmax + nll_loss) matches the CPU", "[cuda]
   const ts::CrossEntropyOptions none{-100, 0.2, ts::Reduction::None};
   check_close(ts::cross_entropy(lt, tt, none), ts::cross_entropy(lt.to(kCuda), tt.to(kCuda), none),
               "transposed logits");
+}
+
+namespace {
+
+using Leaves = std::vector<ts::Tensor>;
+
+// A differentiable function of some leaves: the first is the input (cast to the dtype under
+// test), the others are norm parameters (float32 for a bfloat16 input, as layer_norm allows).
+struct GradCase {
+  std::string name;
+  Leaves leaves;  // float64 values
+  std::function<ts::Tensor(const Leaves&)> fn;
+};
+
+ts::Tensor masked_scores(const ts::Shape& shape, uint64_t seed) {
+  // Additive causal mask over the last two dims (-inf above the diagonal), as attention scores.
+  const int64_t n = shape[shape.size() - 1];
+  std::vector<double> m(static_cast<size_t>(n * n), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = i + 1; j < n; ++j) {
+      m[static_cast<size_t>(i * n + j)] = -std::numeric_limits<double>::infinity();
+    }
+  }
+  return random_values(shape, ts::kFloat64, seed, 6.0) + ts::from_vector(m, {n, n});
+}
+
+std::vector<GradCase> softmax_grad_cases() {
+  std::vector<GradCase> c;
+  for (const bool log : {false, true}) {
+    const auto op = log ? &ts::log_softmax : &ts::softmax;
+    const std::string name = log ? "log_softmax" : "softmax";
+    const auto along = [op](int64_t dim) {
+      return [op, dim](const Leaves& x) { return op(x[0], dim); };
+    };
+    c.push_back({name + " last dim", {random_values({6, 33}, ts::kFloat64, 101, 6.0)}, along(-1)});
+    c.push_back(
+        {name + " dim 1 of three", {random_values({4, 5, 6}, ts::kFloat64, 102, 6.0)}, along(1)});
+    c.push_back({name + " dim 0", {random_values({7, 5}, ts::kFloat64, 103, 6.0)}, along(0)});
+    for (int64_t dim : {-1, 0}) {
+      c.push_back({name + " transposed input dim " + std::to_string(dim),
+                   {random_values({9, 5}, ts::kFloat64, 104, 6.0)},
+                   [op, dim](const Leaves& x) { return op(x[0].t(), dim); }});
+    }
+    c.push_back(
+        {name + " long rows", {random_values({3, 4099}, ts::kFloat64, 105, 6.0)}, along(-1)});
+    c.push_back({name + " masked", {masked_scores({2, 3, 8, 8}, 106)}, along(-1)});
+  }
+  return c;
+}
+
+std::vector<GradCase> norm_grad_cases() {
+  const auto x = [](const ts::Shape& shape, uint64_t seed) {
+    return random_values(shape, ts::kFloat64, seed, 4.0, 1.0);
+  };
+  const auto p = [](int64_t n, uint64_t seed) {
+    return random_values({n}, ts::kFloat64, seed, 1.0, 1.0);
+  };
+  std::vector<GradCase> c;
+  c.push_back({"layer_norm weight and bias",
+               {x({4, 6, 40}, 111), p(40, 112), p(40, 113)},
+               [](const Leaves& l) { return ts::layer_norm(l[0], {40}, l[1], l[2]); }});
+  c.push_back(
+      {"layer_norm over two dims without weight or bias", {x({5, 3, 7}, 114)}, [](const Leaves& l) {
+         return ts::layer_norm(l[0], {3, 7});
+       }});
+  c.push_back({"layer_norm over two dims with weight and bias",
+               {x({5, 3, 7}, 115), random_values({3, 7}, ts::kFloat64, 116),
+                random_values({3, 7}, ts::kFloat64, 117)},
+               [](const Leaves& l) {
+                 return ts::layer_norm(l[0], {3, 7}, l[1], l[2]);
+               }});
+  c.push_back({"layer_norm transposed input, weight only",
+               {x({8, 6}, 118), p(8, 119)},
+               [](const Leaves& l) { return ts::layer_norm(l[0].t(), {8}, l[1]); }});
+  c.push_back({"layer_norm long rows",
+               {x({5, 4099}, 120), p(4099, 121), p(4099, 122)},
+               [](const Leaves& l) { return ts::layer_norm(l[0], {4099}, l[1], l[2]); }});
+  c.push_back({"rms_norm with weight", {x({9, 24}, 123), p(24, 124)}, [](const Leaves& l) {
+                 return ts::rms_norm(l[0], {24}, l[1]);
+               }});
+  c.push_back({"rms_norm over two dims without weight", {x({3, 2, 5}, 125)}, [](const Leaves& l) {
+                 return ts::rms_norm(l[0], {2, 5});
+               }});
+  // Several chunks of rows sum the weight and bias gradients (kernels/cuda/norm.cu).
+  c.push_back({"layer_norm 700 x 96",
+               {x({700, 96}, 126), p(96, 127), p(96, 128)},
+               [](const Leaves& l) { return ts::layer_norm(l[0], {96}, l[1], l[2]); }});
+  c.push_back({"rms_norm 700 x 96", {x({700, 96}, 129), p(96, 130)}, [](const Leaves& l) {
+                 return ts::rms_norm(l[0], {96}, l[1]);
+               }});
+  return c;
+}
+
+std::vector<GradCase> cross_entropy_grad_cases() {
+  std::vector<GradCase> c;
+  const ts::Tensor target = ts::from_vector<int64_t>({2, 0, -100, 4, 1, 4}, {6});
+  for (const ts::Reduction r : {ts::Reduction::Mean, ts::Reduction::Sum, ts::Reduction::None}) {
+    for (const double ls : {0.0, 0.2}) {
+      const ts::CrossEntropyOptions o{-100, ls, r};
+      c.push_back({"cross_entropy reduction " + std::to_string(static_cast<int>(r)) +
+                       " smoothing " + std::to_string(ls),
+                   {random_values({6, 5}, ts::kFloat64, 141, 6.0)},
+                   [target, o](const Leaves& l) {
+                     return ts::cross_entropy(l[0], target.to(l[0].device()), o);
+                   }});
+    }
+  }
+  const ts::Tensor target3 = ts::from_vector<int64_t>({1, 0, -100, 2, 0, 1}, {2, 3});
+  c.push_back({"cross_entropy [N, C, d] smoothing 0.1",
+               {random_values({2, 3, 3}, ts::kFloat64, 142, 6.0)},
+               [target3](const Leaves& l) {
+                 return ts::cross_entropy(l[0], target3.to(l[0].device()),
+                                          {-100, 0.1, ts::Reduction::Mean});
+               }});
+  const ts::Tensor target1 = ts::from_vector<int64_t>({3}, {});
+  c.push_back({"cross_entropy [C]",
+               {random_values({7}, ts::kFloat64, 143, 6.0)},
+               [target1](const Leaves& l) {
+                 return ts::cross_entropy(l[0], target1.to(l[0].device()),
+                                          {-100, 0.0, ts::Reduction::None});
+               }});
+  const ts::Tensor target_long = ts::from_vector<int64_t>({4098, 7, 0, 7, 2000}, {5});
+  c.push_back({"cross_entropy 4099 classes, ignore_index 7",
+               {random_values({5, 4099}, ts::kFloat64, 144, 6.0)},
+               [target_long](const Leaves& l) {
+                 return ts::cross_entropy(l[0], target_long.to(l[0].device()),
+                                          {7, 0.1, ts::Reduction::Mean});
+               }});
+  const ts::Tensor ignored = ts::from_vector<int64_t>({-100, -100}, {2});
+  c.push_back(
+      {"cross_entropy every target ignored",
+       {random_values({2, 5}, ts::kFloat64, 145, 6.0)},
+       [ignored](const Leaves& l) { return ts::cross_entropy(l[0], ignored.to(l[0].device())); }});
+  return c;
+}
+
+// The gradients of the case's function at its leaves (cast for `dtype`, on `device`) for a
+// random output gradient, through autograd without create_graph: where the device has the
+// one-pass kernels, they compute it (Note [Fused nn backward]).
+Leaves fused_gradients(const GradCase& c, ts::DType dtype, ts::Device device) {
+  const ts::DType param = dtype == ts::kBFloat16 ? ts::kFloat32 : dtype;
+  Leaves leaves;
+  for (size_t i = 0; i < c.leaves.size(); ++i) {
+    // detach: to() may return the case's own tensor, which must stay a plain value.
+    leaves.push_back(c.leaves[i].to(i == 0 ? dtype : param).to(device).detach().requires_grad_());
+  }
+  const ts::Tensor out = c.fn(leaves);
+  const ts::Tensor v = random_values(out.sizes(), out.dtype(), 150, 2.0).to(device);
+  return ts::autograd::grad({out}, leaves, {v});
+}
+
+// CUDA's against the CPU's, within check_close's tolerances times `scale`.
+void check_fused_gradients(const std::vector<GradCase>& cases, double scale) {
+  for (const GradCase& c : cases) {
+    for (ts::DType dtype : {ts::kFloat32, ts::kFloat64, ts::kBFloat16}) {
+      const Leaves expected = fused_gradients(c, dtype, ts::Device::cpu());
+      const Leaves got = fused_gradients(c, dtype, kCuda);
+      REQUIRE(got.size() == expected.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        check_close(expected[i], got[i],
+                    c.name + " " + dtype_str(dtype) + " gradient " + std::to_string(i), scale);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda registers the one-pass nn backward kernels", "[cuda][nn]") {
+  // The table is filled without a device; has_fused_nn_backward needs a CUDA tensor.
+  const ts::KernelTable& k = ts::kernels(ts::DeviceType::CUDA, "nn backward test");
+  CHECK(k.softmax_backward != nullptr);
+  CHECK(k.norm_backward != nullptr);
+  CHECK(k.cross_entropy_backward != nullptr);
+  TS_REQUIRE_CUDA_DEVICE();
+  CHECK(ts::detail::has_fused_nn_backward(ts::zeros({1}).to(kCuda)));
+}
+
+TEST_CASE("cuda softmax and log_softmax gradients match the CPU's one-pass kernels", "[cuda][nn]") {
+  TS_REQUIRE_CUDA_DEVICE();
+  check_fused_gradients(softmax_grad_cases(), 4.0);
+}
+
+TEST_CASE("cuda layer_norm and rms_norm gradients match the CPU's one-pass kernels", "[cuda][nn]") {
+  TS_REQUIRE_CUDA_DEVICE();
+  check_fused_gradients(norm_grad_cases(), 10.0);
+}
+
+TEST_CASE("cuda cross_entropy gradients match the CPU's one-pass kernels", "[cuda][nn]") {
+  TS_REQUIRE_CUDA_DEVICE();
+  check_fused_gradients(cross_entropy_grad_cases(), 4.0);
+}
+
+TEST_CASE("cuda masked softmax gradients are exactly zero where masked", "[cuda][nn]") {
+  TS_REQUIRE_CUDA_DEVICE();
+  const ts::Tensor s = masked_scores({1, 1, 16, 16}, 160).to(ts::kFloat32).to(kCuda);
+  for (const bool log : {false, true}) {
+    const ts::Tensor x = s.detach().requires_grad_();
+    const ts::Tensor y = log ? ts::log_softmax(x, -1) : ts::softmax(x, -1);
+    const ts::Tensor v = random_values(y.sizes(), ts::kFloat32, 161).to(kCuda);
+    const ts::Tensor g = ts::autograd::grad({y}, {x}, {v})[0].cpu().contiguous();
+    const ts::Tensor vc = v.cpu();
+    const float* gp = g.data_ptr<float>();
+    const float* vp = vc.data_ptr<float>();
+    // A masked entry has probability 0, so gradient 0 (log_softmax: the incoming gradient).
+    for (int64_t i = 0; i < 16; ++i) {
+      for (int64_t j = i + 1; j < 16; ++j) {
+        INFO((log ? "log_softmax" : "softmax") << " row " << i << " col " << j);
+        CHECK(gp[i * 16 + j] == (log ? vp[i * 16 + j] : 0.0f));
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda norm weight and bias gradients are the same bits run to run", "[cuda][nn]") {
+  TS_REQUIRE_CUDA_DEVICE();
+  const ts::Tensor x = random_values({700, 96}, ts::kFloat32, 170).to(kCuda);
+  const ts::Tensor v = random_values({700, 96}, ts::kFloat32, 171).to(kCuda);
+  Leaves first;
+  for (int run = 0; run < 3; ++run) {
+    const ts::Tensor w = ts::ones({96}).to(kCuda).requires_grad_();
+    const ts::Tensor b = ts::zeros({96}).to(kCuda).requires_grad_();
+    const Leaves g = ts::autograd::grad({ts::layer_norm(x, {96}, w, b)}, {w, b}, {v});
+    if (first.empty()) {
+      first = {g[0].cpu(), g[1].cpu()};
+    } else {
+      CHECK(ts::equal(g[0].cpu(), first[0]));
+      CHECK(ts::equal(g[1].cpu(), first[1]));
+    }
+  }
 }
