@@ -1,6 +1,16 @@
+#include "autograd/formulas/elementwise.h"
 #include "autograd/formulas/nn_formulas.h"
+#include "runtime/ops/nn_internal.h"
 
 namespace tessera {
+
+namespace autograd {
+
+bool nn_fused_applies(const Tensor& grad, const Tensor& x, const Tensor& y) {
+  return fused_applies(grad, x, y) && detail::has_fused_nn_backward(x);
+}
+
+}  // namespace autograd
 
 void install_grad_hooks(NnGradHooks& hooks) {
   autograd::install_softmax_grads(hooks);

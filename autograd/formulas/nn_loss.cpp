@@ -3,7 +3,6 @@
 #include <memory>
 #include <vector>
 
-#include "autograd/formulas/elementwise.h"
 #include "autograd/formulas/formula.h"
 #include "autograd/formulas/nn_formulas.h"
 #include "runtime/ops.h"
@@ -30,7 +29,7 @@ class NllLossBackward final : public FormulaNode {
     const Tensor& g = grads[0];
     if (!g.defined()) return {Tensor()};
     const Tensor x = logits.unpack(*this);
-    if (fused_applies(g, x) && detail::has_fused_nn_backward(x)) {
+    if (nn_fused_applies(g, x)) {
       return {detail::cross_entropy_backward(g, x, target.unpack(*this), options_)};
     }
     const int64_t cdim = x.dim() == 1 ? 0 : 1;

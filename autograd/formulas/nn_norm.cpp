@@ -9,7 +9,6 @@
 #include <memory>
 #include <vector>
 
-#include "autograd/formulas/elementwise.h"
 #include "autograd/formulas/formula.h"
 #include "autograd/formulas/nn_formulas.h"
 #include "runtime/ops.h"
@@ -44,11 +43,6 @@ struct NormDims {
 // backward]).
 bool differentiable_stats(const Tensor& x) { return is_grad_enabled() && x.requires_grad(); }
 
-// Whether the one-pass kernel applies (Note [Fused nn backward]): nothing read needs recording.
-bool fused(const Tensor& grad, const Tensor& x, const Tensor& weight) {
-  return fused_applies(grad, x, weight) && detail::has_fused_nn_backward(x);
-}
-
 class NativeLayerNormBackward final : public FormulaNode {
  public:
   NativeLayerNormBackward(int64_t k, double eps)
@@ -63,7 +57,7 @@ class NativeLayerNormBackward final : public FormulaNode {
     if (!g.defined()) return {Tensor(), Tensor(), Tensor()};
     const Tensor xv = input.unpack(*this);
     const Tensor w = weight.unpack(*this);
-    if (fused(g, xv, w)) {
+    if (nn_fused_applies(g, xv, w)) {
       detail::NormGrads d =
           detail::norm_backward(g, xv, w, row_mean.unpack(*this), row_rstd.unpack(*this), k_,
                                 {needs_input_grad(0), needs_input_grad(1), needs_input_grad(2)});
@@ -113,7 +107,7 @@ class RmsNormBackward final : public FormulaNode {
     if (!g.defined()) return {Tensor(), Tensor()};
     const Tensor xv = input.unpack(*this);
     const Tensor w = weight.unpack(*this);
-    if (fused(g, xv, w)) {
+    if (nn_fused_applies(g, xv, w)) {
       detail::NormGrads d =
           detail::norm_backward(g, xv, w, Tensor(), row_rstd.unpack(*this), k_,
                                 {needs_input_grad(0), needs_input_grad(1), false});

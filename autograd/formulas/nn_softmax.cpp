@@ -3,7 +3,6 @@
 #include <memory>
 #include <vector>
 
-#include "autograd/formulas/elementwise.h"
 #include "autograd/formulas/formula.h"
 #include "autograd/formulas/nn_formulas.h"
 #include "runtime/ops.h"
@@ -19,11 +18,6 @@ std::vector<int64_t> row_dims(int64_t dim, int64_t ndim) {
   return {wrap_dim(dim, ndim, "softmax")};
 }
 
-// Whether a formula may take the one-pass kernel (Note [Fused nn backward]).
-bool fused(const Tensor& grad, const Tensor& y) {
-  return fused_applies(grad, y) && detail::has_fused_nn_backward(y);
-}
-
 class SoftmaxBackward final : public FormulaNode {
  public:
   SoftmaxBackward(int64_t dim, std::vector<int64_t> dims)
@@ -34,7 +28,7 @@ class SoftmaxBackward final : public FormulaNode {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     if (!grads[0].defined()) return {Tensor()};
     const Tensor y = result.unpack(*this);
-    if (fused(grads[0], y)) return {detail::softmax_backward(grads[0], y, dim_, false)};
+    if (nn_fused_applies(grads[0], y)) return {detail::softmax_backward(grads[0], y, dim_, false)};
     const Tensor gy = grads[0] * y;
     return {gy - y * sum(gy, dims_, /*keepdim=*/true)};
   }
@@ -55,7 +49,7 @@ class LogSoftmaxBackward final : public FormulaNode {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     if (!grads[0].defined()) return {Tensor()};
     const Tensor y = result.unpack(*this);
-    if (fused(grads[0], y)) return {detail::softmax_backward(grads[0], y, dim_, true)};
+    if (nn_fused_applies(grads[0], y)) return {detail::softmax_backward(grads[0], y, dim_, true)};
     return {grads[0] - exp(y) * sum(grads[0], dims_, /*keepdim=*/true)};
   }
   void release_variables() override { result.release(); }

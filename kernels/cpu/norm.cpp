@@ -219,7 +219,7 @@ void norm_backward_impl(const Tensor& grad_in, const Tensor& grad_weight, const 
     Eigen::Map<Vec<A>>(total.data(), 2 * n) +=
         Eigen::Map<const Vec<A>>(partial.data() + b * 2 * n, 2 * n);
   }
-  const Tensor sums_t = from_vector(std::move(total), {2, n});
+  const Tensor sums_t = from_vector(total, {2, n});
   if (grad_weight.defined()) grad_weight.view({n}).copy_(sums_t.select(0, 0));
   if (grad_bias.defined()) grad_bias.view({n}).copy_(sums_t.select(0, 1));
 }

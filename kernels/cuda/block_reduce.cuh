@@ -141,6 +141,11 @@ __device__ __forceinline__ int64_t fast_offset(const OffsetCalc& c, int64_t i) {
   return c.ndim == 1 ? i * c.strides[0] : c.offset(i);
 }
 
+// The element stride of a row laid along at most one dim (softmax's dim): 0 for a row of one.
+__host__ __device__ __forceinline__ int64_t single_dim_stride(const OffsetCalc& c) {
+  return c.ndim == 0 ? 0 : c.strides[0];
+}
+
 // Threads per row for rows of n elements: a power of two up to a warp for short rows, the whole
 // block (kBlockSize) for long ones. blockDim = (group_size, kBlockSize / group_size).
 inline unsigned group_size(int64_t n) {

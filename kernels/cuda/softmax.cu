@@ -59,8 +59,8 @@ __global__ void __launch_bounds__(kBlockSize)
   using A = float_acc_of<D>;
   __shared__ A scratch[kBlockSize];
   const int64_t n = r.row_len;
-  const int64_t si = r.in_elems.ndim == 0 ? 0 : r.in_elems.strides[0];
-  const int64_t so = r.out_elems.ndim == 0 ? 0 : r.out_elems.strides[0];
+  const int64_t si = single_dim_stride(r.in_elems);
+  const int64_t so = single_dim_stride(r.out_elems);
   const int64_t per_block = blockDim.y;
   // The loop bound is uniform over the block: group_reduce may synchronize it.
   for (int64_t base = blockIdx.x * per_block; base < r.num_rows; base += gridDim.x * per_block) {
@@ -125,9 +125,9 @@ __global__ void __launch_bounds__(kBlockSize)
   __shared__ A scratch[kBlockSize];
   const RowOffsets& ro = r.y_out;
   const int64_t n = ro.row_len;
-  const int64_t sy = ro.in_elems.ndim == 0 ? 0 : ro.in_elems.strides[0];
-  const int64_t so = ro.out_elems.ndim == 0 ? 0 : ro.out_elems.strides[0];
-  const int64_t sg = r.grad_elems.ndim == 0 ? 0 : r.grad_elems.strides[0];
+  const int64_t sy = single_dim_stride(ro.in_elems);
+  const int64_t so = single_dim_stride(ro.out_elems);
+  const int64_t sg = single_dim_stride(r.grad_elems);
   const int64_t per_block = blockDim.y;
   // The loop bound is uniform over the block: group_reduce may synchronize it.
   for (int64_t base = blockIdx.x * per_block; base < ro.num_rows; base += gridDim.x * per_block) {
