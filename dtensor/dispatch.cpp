@@ -259,8 +259,11 @@ std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& 
     per_dim[m].push_back(all_replicate(outs, n));
   }
 
-  // Every combination, cheapest first-found wins.
+  // Every combination, cheapest first-found wins; between equal costs, the one that changes
+  // fewer input placements (on a mesh dim of size 1 every transition costs nothing, and keeping
+  // [S(2)] beats moving it to an equivalent [S(0)] that later ops may refuse).
   double best = std::numeric_limits<double>::infinity();
+  size_t best_changes = std::numeric_limits<size_t>::max();
   std::vector<size_t> pick(mesh_ndim, 0);
   std::vector<Placements> cand_in(n, Placements(mesh_ndim, Replicate()));
   std::vector<Placements> cand_out(outs, Placements(mesh_ndim, Replicate()));
@@ -272,6 +275,7 @@ std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& 
     }
     bool ok = true;
     double cost = 0.0;
+    size_t changes = 0;
     for (size_t o = 0; ok && o < outs; ++o) {
       ok = acceptable(cand_out[o], static_cast<int64_t>(choice->output_shapes[o].size())) &&
            (!recording || differentiable_partials(cand_out[o]));
@@ -288,12 +292,16 @@ std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& 
       } catch (const Error&) {
         ok = false;  // a transition the planner cannot make (e.g. into a product Partial)
       }
+      for (size_t m = 0; m < mesh_ndim; ++m) {
+        changes += cand_in[i][m] != in.specs[i]->placements[m] ? 1 : 0;
+      }
     }
-    if (ok && cost < best) {
+    if (ok && (cost < best || (cost == best && changes < best_changes))) {
       best = cost;
+      best_changes = changes;
       choice->inputs = cand_in;
       choice->outputs = cand_out;
-      if (best == 0.0) break;  // nothing is cheaper, and ties go to the first found
+      if (best == 0.0 && changes == 0) break;  // nothing is better
     }
     size_t m = mesh_ndim;
     while (m > 0 && ++pick[m - 1] == per_dim[m - 1].size()) pick[--m] = 0;

@@ -200,6 +200,29 @@ TEST_CASE("ops comm: view merging a sharded dim with its neighbour", "[dtensor][
   });
 }
 
+TEST_CASE("ops comm: on a mesh dim of size 1 an op keeps the placements it can keep",
+          "[dtensor][ops][comm]") {
+  // Every transition is free on one rank, so cost alone cannot choose: [S(2)] viewed as
+  // [16, 4] must stay a shard of the dim its elements land on (S(1)), not move to an equivalent
+  // S(0) that a later op (cross_entropy under loss parallel) refuses.
+  on_mesh({1}, [](const DeviceMesh& mesh) {
+    Failures f;
+    const Tensor a = ints({2, 8, 4}, 13);
+    const DTensor da = distribute_tensor(a, mesh, {Shard(2)});
+    DTensor out;
+    {
+      debug::CommDebugMode mode;
+      out = da.reshape({-1, 4});
+      expect_counts(f, "[2, 8, 4] S(2) reshape [16, 4]", mode, {});
+    }
+    expect_placements(f, "[2, 8, 4] S(2) reshape [16, 4]", out, {Shard(1)});
+    expect_equal(f, "[2, 8, 4] S(2) reshape [16, 4]", out.full_tensor(), a.reshape({16, 4}));
+    const DTensor sum = da + da;
+    expect_placements(f, "[2, 8, 4] S(2) + S(2)", sum, {Shard(2)});
+    return f;
+  });
+}
+
 TEST_CASE("ops comm: [12, 8] S(1) viewed as [16, 6] equals the single-device view",
           "[dtensor][ops][comm]") {
   // torch's known wrong case (Note [Sharded reshape] in dtensor/rules/view.cpp): the local
