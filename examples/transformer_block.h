@@ -20,6 +20,11 @@ struct BlockConfig {
   int64_t heads = 4;
   int64_t hidden = 16;
   ts::DType dtype = ts::kFloat64;
+  // Width of q, k, v (heads x head dim) and of wo's input; 0: `model`. A tensor-parallel rank's
+  // share of a block is a block of its own with heads / t and attention / t (the shardbench
+  // calibration times it so).
+  int64_t attention = 0;
+  int64_t attention_width() const { return attention > 0 ? attention : model; }
 };
 
 // ln1 -> q, k, v -> causal attention -> wo (+ residual) -> ln2 -> up -> gelu -> down (+ residual).
@@ -31,10 +36,12 @@ class TransformerBlock : public ts::nn::Module {
     const ts::TensorOptions o = c.dtype;
     ln1_ = register_module(
         "ln1", std::make_shared<ts::nn::LayerNorm>(ts::Shape{c.model}, 1e-5, true, true, o));
-    for (const char* name : {"wq", "wk", "wv", "wo"}) {
+    const int64_t width = c.attention_width();
+    for (const char* name : {"wq", "wk", "wv"}) {
       proj_[name] =
-          register_module(name, std::make_shared<ts::nn::Linear>(c.model, c.model, true, o));
+          register_module(name, std::make_shared<ts::nn::Linear>(c.model, width, true, o));
     }
+    proj_["wo"] = register_module("wo", std::make_shared<ts::nn::Linear>(width, c.model, true, o));
     ln2_ = register_module(
         "ln2", std::make_shared<ts::nn::LayerNorm>(ts::Shape{c.model}, 1e-5, true, true, o));
     up_ = register_module("up", std::make_shared<ts::nn::Linear>(c.model, c.hidden, true, o));
@@ -47,7 +54,8 @@ class TransformerBlock : public ts::nn::Module {
     const ts::Tensor k = heads((*proj_["wk"])(h));
     const ts::Tensor v = heads((*proj_["wv"])(h));
     const ts::Tensor a = ts::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
-    const ts::Tensor merged = a.transpose(1, 2).reshape({a.size(0), a.size(2), c_.model});
+    const ts::Tensor merged =
+        a.transpose(1, 2).reshape({a.size(0), a.size(2), c_.attention_width()});
     const ts::Tensor x1 = x + (*proj_["wo"])(merged);
     return x1 + (*down_)(ts::gelu((*up_)((*ln2_)(x1))));
   }
@@ -58,9 +66,10 @@ class TransformerBlock : public ts::nn::Module {
   }
 
  private:
-  // [B, S, D] -> [B, H, S, D / H].
+  // [B, S, A] -> [B, H, S, A / H].
   ts::Tensor heads(const ts::Tensor& t) const {
-    return t.view({t.size(0), t.size(1), c_.heads, c_.model / c_.heads}).transpose(1, 2);
+    return t.view({t.size(0), t.size(1), c_.heads, c_.attention_width() / c_.heads})
+        .transpose(1, 2);
   }
 
   BlockConfig c_;

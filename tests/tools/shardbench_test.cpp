@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 #include "tests/tools/small_model.h"
 #include "tools/shardbench/options.h"
@@ -52,6 +53,50 @@ TEST_CASE("every strategy's collectives equal its closed form and its loss one d
       }
     }
   }
+}
+
+TEST_CASE("a tensor-parallel rank's share is a model of tensor-parallel rank 0's local shapes",
+          "[shardbench]") {
+  for (const std::string preset : {"mlp", "transformer"}) {
+    const ModelConfig c = small_model(preset, 2);
+    const ModelConfig share = tensor_parallel_share(c, 4);
+    std::map<std::string, Shape> expected;
+    for (const auto& [name, p] : make_model(share)->named_parameters()) expected[name] = p.sizes();
+    CHECK(parameter_count(share) < parameter_count(c));
+    int64_t share_numel = 0;
+    for (const auto& [name, sizes] : expected) share_numel += sizes.numel();
+    CHECK(share_numel == parameter_count(share));
+    // TP on 4 rank threads: rank 0's local parameters, name by name.
+    std::map<std::string, Shape> rank0;
+    dist::run_threads(4, [&](const dist::ProcessGroupPtr& world) {
+      const DeviceMesh mesh(DeviceType::CPU, {4});
+      const std::shared_ptr<nn::Module> model = make_model(c);
+      apply_strategy(strategy_named("tp", 4), c, *model, mesh, make_batch(c));
+      if (world->rank() != 0) return;
+      for (const auto& [name, p] : model->named_parameters()) {
+        rank0[name] = p.is_distributed() ? DTensor(p).to_local().sizes() : p.sizes();
+      }
+    });
+    INFO(preset);
+    CHECK(rank0 == expected);
+  }
+}
+
+TEST_CASE("step_gemm_flops counts the products of forward and backward", "[shardbench]") {
+  // MLP: X [T, h] W1^T [h, f], then [T, f] W2^T [f, h]; backward: both weight gradients and the
+  // hidden activation's gradient (X takes none).
+  ModelConfig mlp = small_model("mlp", 1);
+  const double t = 4 * 8, h = 16, f = 64;
+  CHECK(step_gemm_flops(mlp) == Approx(2 * (t * h * f * 2 + t * h * f * 3)));
+  // Transformer, per token and layer: q, k, v, o (4 h^2), up and down (2 h f), scores and values
+  // (2 s h); the head h V; three times (forward, input and weight gradients).
+  const ModelConfig tf = small_model("transformer", 2);
+  const double per_token = 2 * (4 * h * h + 2 * h * f + 2 * 8 * h) + h * 32;
+  CHECK(step_gemm_flops(tf) == Approx(3 * 2 * t * per_token));
+  // A 4-way share: a quarter of every width but the hidden one.
+  const ModelConfig share = tensor_parallel_share(tf, 4);
+  const double share_per_token = 2 * (4 * h * h / 4 + 2 * h * f / 4 + 2 * 8 * h / 4) + h * 32 / 4;
+  CHECK(step_gemm_flops(share) == Approx(3 * 2 * t * share_per_token));
 }
 
 TEST_CASE("float32 DP: the count all_reduce of cross_entropy stays int64", "[shardbench]") {

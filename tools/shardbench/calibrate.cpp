@@ -29,17 +29,20 @@ const dist::CollectiveKind kKinds[] = {
     dist::CollectiveKind::ReduceScatterTensor, dist::CollectiveKind::AllToAllSingle};
 
 // Seconds of one collective of `kind` with whole messages of `bytes` on group g (float32), as a
-// step issues them: back to back, four calls between barriers (a barrier before each call would
-// time the ranks' scheduling on the cores after it, not the collective); the median of 7 such.
+// step issues them: back to back, each on tensors of its own (the same buffers again would stay
+// in the cache, as a step's do not), four calls between barriers (a barrier before each call
+// would time the ranks' scheduling on the cores after it, not the collective); the median of 7.
 double time_collective(dist::CollectiveKind kind, const dist::ProcessGroupPtr& g, int64_t bytes,
                        const dist::ProcessGroupPtr& world) {
   constexpr int kBackToBack = 4;
-  const std::function<void()> call =
-      collective_call(kind, g, bytes / 4, kFloat32, dist::ReduceOp::Sum);
+  std::vector<std::function<void()>> calls;
+  for (int i = 0; i < kBackToBack; ++i) {
+    calls.push_back(collective_call(kind, g, bytes / 4, kFloat32, dist::ReduceOp::Sum));
+  }
   return time_median(
              [&] {
                world->barrier();
-               for (int i = 0; i < kBackToBack; ++i) call();
+               for (const auto& call : calls) call();
              },
              7) /
          kBackToBack;
@@ -56,6 +59,44 @@ class IntraOpThreads {
  private:
   int saved_;
 };
+
+// Seconds of f on the default intra-op threads and on one: the medians of `pairs` calls of each
+// in alternation, so that the machine's drifts weigh on both alike.
+struct ThreadTimes {
+  double all_s = 0.0, one_s = 0.0;
+};
+ThreadTimes time_on_threads(const std::function<void()>& f, int pairs) {
+  const int threads = get_num_threads();
+  f();
+  std::vector<double> all, one;
+  for (int i = 0; i < pairs; ++i) {
+    for (const int n : {threads, 1}) {
+      const IntraOpThreads scope(n);
+      const auto t0 = Clock::now();
+      f();
+      (n == 1 ? one : all).push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+  }
+  return {median(all), median(one)};
+}
+
+// `c` trained under `s` on every one of `ranks` rank threads at once, each on its own: each
+// phase's time the slowest rank's (its median over the steps).
+Measurement on_every_rank(const Strategy& s, const ModelConfig& c, const RunOptions& run,
+                          int64_t ranks) {
+  Measurement slowest;
+  std::mutex mutex;
+  dist::run_threads(static_cast<int>(ranks), [&](const dist::ProcessGroupPtr&) {
+    const Measurement m = measure(s, c, run, {});
+    std::lock_guard<std::mutex> lock(mutex);
+    if (m.forward_s + m.backward_s > slowest.forward_s + slowest.backward_s) {
+      slowest.forward_s = m.forward_s;
+      slowest.backward_s = m.backward_s;
+    }
+    slowest.optimizer_s = std::max(slowest.optimizer_s, m.optimizer_s);
+  });
+  return slowest;
+}
 
 }  // namespace
 
@@ -92,44 +133,74 @@ const CollectiveLine& Calibration::line(const std::string& kind, int64_t group_s
   return *found;
 }
 
-Calibration calibrate(const std::vector<Shape>& mesh_shapes, const ModelConfig& model,
-                      const RunOptions& run, int64_t ranks, int sessions, int64_t largest) {
+ComputeRound time_compute(const ModelConfig& c, const RunOptions& run, int64_t ranks,
+                          const std::set<TensorParallelShare>& tp_shares) {
+  const IntraOpThreads one(1);
+  ComputeRound r;
+  r.one_thread = measure(strategy_named("single", 1), c, run, {});
+  ModelConfig share = c;
+  share.batch = std::max<int64_t>(1, c.batch / ranks);
+  r.one_thread_share = measure(strategy_named("single", 1), share, run, {});
+  r.replicas = on_every_rank(strategy_named("single", 1), share, run, ranks);
+  for (const TensorParallelShare& t : tp_shares) {
+    ModelConfig rank_model = tensor_parallel_share(c, t.degree);
+    rank_model.batch = t.batch;
+    Strategy own_rank = strategy_named("tp", 2);
+    own_rank.mesh_shape = {1};
+    r.tp_shares[t] = on_every_rank(own_rank, rank_model, run, ranks);
+  }
+  return r;
+}
+
+void set_compute(Calibration& cal, const ModelConfig& c, int64_t ranks,
+                 const std::vector<ComputeRound>& rounds) {
+  TS_CHECK(!rounds.empty(), "[tessera-shardbench] set_compute needs at least one round");
+  const auto combined = [&](const auto& pick) {
+    std::vector<Measurement> ms;
+    for (const ComputeRound& r : rounds) ms.push_back(pick(r));
+    const Measurement m = combine_rounds(ms);
+    return m;
+  };
+  const auto fwd_bwd = [](const Measurement& m) { return m.forward_s + m.backward_s; };
+  cal.batch = c.batch;
+  cal.small_batch = std::max<int64_t>(1, c.batch / ranks);
+  cal.one_thread = combined([](const ComputeRound& r) { return r.one_thread; });
+  const double whole_s = fwd_bwd(cal.one_thread);
+  cal.compute = {};
+  if (cal.small_batch < cal.batch) {
+    const double share_s =
+        fwd_bwd(combined([](const ComputeRound& r) { return r.one_thread_share; }));
+    cal.compute.per_sequence_s =
+        std::max(0.0, (whole_s - share_s) / static_cast<double>(cal.batch - cal.small_batch));
+    cal.compute.fixed_s =
+        std::max(0.0, whole_s - cal.compute.per_sequence_s * static_cast<double>(cal.batch));
+  } else {
+    cal.compute.per_sequence_s = whole_s / static_cast<double>(cal.batch);
+  }
+  const Measurement replicas = combined([](const ComputeRound& r) { return r.replicas; });
+  cal.replicated_compute_s = fwd_bwd(replicas);
+  cal.replicated_optimizer_s = replicas.optimizer_s;
+  cal.tp_share_s.clear();
+  for (const auto& [share, m] : rounds.front().tp_shares) {
+    cal.tp_share_s[share] =
+        fwd_bwd(combined([&share](const ComputeRound& r) { return r.tp_shares.at(share); }));
+  }
+}
+
+Calibration calibrate(const std::vector<Shape>& mesh_shapes, int sessions, int64_t largest,
+                      const ModelConfig& model) {
   Calibration cal;
   cal.cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   {
     const Tensor a = randn({512, 512}), b = randn({512, 512});
     Tensor c = matmul(a, b);
-    const auto gemm = [&] { c = matmul(a, b); };
-    cal.gemm_flops_per_s = 2.0 * 512 * 512 * 512 / time_median(gemm, 5);
-    IntraOpThreads one(1);
-    cal.gemm_flops_one_thread = 2.0 * 512 * 512 * 512 / time_median(gemm, 5);
-    cal.one_thread = measure(strategy_named("single", 1), model, run, {});
-    ModelConfig share = model;
-    share.batch = std::max<int64_t>(1, model.batch / ranks);
-    cal.batch = model.batch;
-    cal.small_batch = share.batch;
-    if (share.batch < model.batch) {
-      const Measurement small = measure(strategy_named("single", 1), share, run, {});
-      const double full_s = cal.one_thread.forward_s + cal.one_thread.backward_s;
-      const double small_s = small.forward_s + small.backward_s;
-      cal.compute_per_sequence_s =
-          std::max(0.0, (full_s - small_s) / static_cast<double>(model.batch - share.batch));
-      cal.compute_fixed_s =
-          std::max(0.0, full_s - cal.compute_per_sequence_s * static_cast<double>(model.batch));
-    } else {
-      cal.compute_per_sequence_s =
-          (cal.one_thread.forward_s + cal.one_thread.backward_s) / static_cast<double>(model.batch);
-    }
-    // Every rank thread training its own replica on its batch share at once, no collectives: the
-    // compute of a rank that holds all the weights (DP, FSDP) under the contention it meets (the
-    // cores shared, n copies of the weights and gradients through one last-level cache).
-    std::mutex replicas_mutex;
-    dist::run_threads(static_cast<int>(ranks), [&](const dist::ProcessGroupPtr&) {
-      const Measurement m = measure(strategy_named("single", 1), share, run, {});
-      std::lock_guard<std::mutex> lock(replicas_mutex);
-      cal.replicated_compute_s = std::max(cal.replicated_compute_s, m.forward_s + m.backward_s);
-      cal.replicated_optimizer_s = std::max(cal.replicated_optimizer_s, m.optimizer_s);
-    });
+    const ThreadTimes gemm = time_on_threads([&] { c = matmul(a, b); }, 9);
+    cal.gemm_flops_per_s = 2.0 * 512 * 512 * 512 / gemm.all_s;
+    cal.gemm_flops_one_thread = 2.0 * 512 * 512 * 512 / gemm.one_s;
+    const Tensor act = randn({model.batch * model.seq, mlp_width(model)});
+    Tensor out = gelu(act);
+    const ThreadTimes pointwise = time_on_threads([&] { out = gelu(act); }, 15);
+    cal.pointwise_speedup = pointwise.one_s / pointwise.all_s;
     const Tensor src = randn({16 << 20});
     Tensor dst = empty({16 << 20});
     const double s = time_median([&] { dst.copy_(src); }, 5);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,20 @@ using dtensor::CollectiveLine;
 // that differ in length.
 CollectiveLine fit_alpha_beta(const std::vector<double>& bytes, const std::vector<double>& seconds);
 
+// One thread's forward + backward as a line in the batch: a fixed per-step cost (small ops,
+// their dispatch) plus a cost per sequence.
+struct ComputeLine {
+  double fixed_s = 0.0, per_sequence_s = 0.0;
+  double seconds(double batch) const { return fixed_s + per_sequence_s * batch; }
+};
+
+// A rank of t-way tensor parallelism computing on `batch` sequences.
+struct TensorParallelShare {
+  int64_t degree = 1;
+  int64_t batch = 1;
+  auto operator<=>(const TensorParallelShare&) const = default;
+};
+
 struct Calibration {
   // A line per collective kind and group size; local_bytes_per_s the copy bandwidth.
   dtensor::CostModel model;
@@ -29,12 +44,20 @@ struct Calibration {
   double gemm_flops_per_s = 0.0;
   double gemm_flops_one_thread = 0.0;
   int64_t cores = 1;
+  // How much faster the default intra-op threads run a pointwise op (gelu) on the model's
+  // activations than one thread does: the speedup of the work in a step that is not a GEMM.
+  double pointwise_speedup = 1.0;
   // The model's one-device step on one intra-op thread, as each rank thread computes, at the
-  // whole batch and at the batch / ranks share: forward + backward as a line in the batch
-  // (a fixed per-step cost, kernel launches and small-op overhead, plus a per-sequence cost).
+  // whole batch and at the batch / ranks share: forward + backward as a line in the batch.
   Measurement one_thread;
   int64_t batch = 1, small_batch = 1;
-  double compute_fixed_s = 0.0, compute_per_sequence_s = 0.0;
+  ComputeLine compute;
+  // A tensor-parallel rank's share of the model (tensor_parallel_share: narrower GEMMs, and the
+  // norms, residuals, embedding and loss every rank repeats) trained on every rank thread at
+  // once on the batch such a rank computes, as plain tensors (no DTensor dispatch, no
+  // collectives): forward + backward, the slowest rank's median.
+  // Per share the strategies have.
+  std::map<TensorParallelShare, double> tp_share_s;
   // Forward + backward of `ranks` replicas trained at once on rank threads, each on the batch /
   // ranks share (the slowest rank's median): a DP rank's compute as the machine runs it; and
   // their optimizer steps, each over all the parameters (a DP rank's update).
@@ -44,10 +67,25 @@ struct Calibration {
   const CollectiveLine& line(const std::string& kind, int64_t group_size) const;
 };
 
-// Times the model on one thread and sweeps every collective kind the strategies issue over the
-// group sizes of their meshes, in `sessions` runs of rank threads, with messages up to `largest`
-// bytes (whole).
-Calibration calibrate(const std::vector<Shape>& mesh_shapes, const ModelConfig& c,
-                      const RunOptions& run, int64_t ranks, int sessions, int64_t largest);
+// Sweeps every collective kind the strategies issue over the group sizes of their meshes, in
+// `sessions` runs of rank threads, with messages up to `largest` bytes (whole); times the GEMM,
+// a pointwise op on `c`'s activations and the copy bandwidth. The compute figures come from
+// set_compute.
+Calibration calibrate(const std::vector<Shape>& mesh_shapes, int sessions, int64_t largest,
+                      const ModelConfig& c);
+
+// One round's timings of the compute the predictions stand on: the model on one thread at the
+// whole batch and at the batch / ranks share, replicas of it on every rank thread at once (each on
+// the share), and replicas of each tensor-parallel share. The tool takes one per round, beside
+// the strategies' rounds, so that the machine's drifts weigh on them alike.
+struct ComputeRound {
+  Measurement one_thread, one_thread_share, replicas;
+  std::map<TensorParallelShare, Measurement> tp_shares;
+};
+ComputeRound time_compute(const ModelConfig& c, const RunOptions& run, int64_t ranks,
+                          const std::set<TensorParallelShare>& tp_shares);
+// The compute figures of `cal` from the rounds' medians.
+void set_compute(Calibration& cal, const ModelConfig& c, int64_t ranks,
+                 const std::vector<ComputeRound>& rounds);
 
 }  // namespace tessera::shardbench

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 
 #include "tools/shardbench/options.h"
 #include "tools/shardbench/report.h"
@@ -48,12 +49,14 @@ int run(const sb::Options& o) {
   const sb::Strategy single = sb::strategy_named("single", o.ranks);
   const sb::StealMeter steal;
   const int steps = o.run.warmup + o.run.steps;
-  ProgressBar bar(o.run.rounds * steps * static_cast<int>(strategies.size() + 1) + 1);
+  ProgressBar bar(o.run.rounds * (steps * static_cast<int>(strategies.size() + 1) + 1));
   std::vector<tessera::Shape> meshes;
+  std::set<sb::TensorParallelShare> tp_shares;
   int64_t largest_message = 0;  // the largest average message of a kind in a step
   for (const sb::Strategy& s : strategies) {
     if (s.mesh_shape.empty()) continue;
     meshes.push_back(s.mesh_shape);
+    if (const auto share = sb::tensor_parallel_share_of(s, o.model)) tp_shares.insert(*share);
     for (const sb::CollectiveTotal& t : sb::expected_collectives(s, o.model)) {
       largest_message = std::max(largest_message, t.bytes / std::max<int64_t>(1, t.count));
     }
@@ -62,17 +65,16 @@ int run(const sb::Options& o) {
   // cost model plans the strategies' redistributes.
   std::vector<std::vector<sb::Measurement>> rounds(strategies.size());
   std::vector<sb::Measurement> one_rounds;
+  std::vector<sb::ComputeRound> compute_rounds;
   std::optional<sb::Calibration> cal;
   for (int round = 0; round < o.run.rounds; ++round) {
     one_rounds.push_back(sb::measure(single, o.model, o.run, [&] { bar.step("one device"); }));
     if (!cal) {
-      // The compute calibration times as many steps as a strategy gets over all rounds.
-      sb::RunOptions calibration_run = o.run;
-      calibration_run.steps *= o.run.rounds;
-      cal = sb::calibrate(meshes, o.model, calibration_run, o.ranks, o.run.rounds, largest_message);
+      cal = sb::calibrate(meshes, o.run.rounds, largest_message, o.model);
       tessera::dtensor::set_cost_model(cal->model);
-      bar.step("calibration");
     }
+    compute_rounds.push_back(sb::time_compute(o.model, o.run, o.ranks, tp_shares));
+    bar.step("calibration");
     for (size_t i = 0; i < strategies.size(); ++i) {
       const sb::Strategy& s = strategies[i];
       if (s.kind == sb::StrategyKind::Single) {
@@ -82,6 +84,7 @@ int run(const sb::Options& o) {
       rounds[i].push_back(sb::measure(s, o.model, o.run, [&] { bar.step(s.name); }));
     }
   }
+  sb::set_compute(*cal, o.model, o.ranks, compute_rounds);
   const sb::Measurement one = sb::combine_rounds(one_rounds);
   std::vector<sb::StrategyResult> results;
   for (size_t i = 0; i < strategies.size(); ++i) {

@@ -6,8 +6,14 @@ namespace tessera::shardbench {
 
 namespace {
 
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 examples::BlockConfig block_config(const ModelConfig& c) {
-  return {.model = c.hidden, .heads = c.heads, .hidden = 4 * c.hidden, .dtype = c.dtype};
+  return {.model = c.hidden,
+          .heads = c.heads,
+          .hidden = mlp_width(c),
+          .dtype = c.dtype,
+          .attention = attention_width(c)};
 }
 
 // Token embedding -> blocks -> norm -> vocabulary head: logits [B, S, V].
@@ -38,9 +44,25 @@ class TransformerLM : public nn::Module {
 bool is_mlp(const ModelConfig& c) { return c.preset == "mlp"; }
 
 // The MLP preset: one row per token, hidden -> 4 hidden -> hidden.
-std::vector<int64_t> mlp_sizes(const ModelConfig& c) { return {c.hidden, 4 * c.hidden, c.hidden}; }
+std::vector<int64_t> mlp_sizes(const ModelConfig& c) { return {c.hidden, mlp_width(c), c.hidden}; }
 
 }  // namespace
+
+int64_t attention_width(const ModelConfig& c) {
+  return c.attention_width > 0 ? c.attention_width : c.hidden;
+}
+
+int64_t mlp_width(const ModelConfig& c) { return c.mlp_width > 0 ? c.mlp_width : 4 * c.hidden; }
+
+ModelConfig tensor_parallel_share(const ModelConfig& c, int64_t t) {
+  ModelConfig share = c;
+  const int64_t heads = ceil_div(c.heads, t);
+  share.attention_width = heads * (attention_width(c) / c.heads);
+  share.heads = heads;
+  share.mlp_width = ceil_div(mlp_width(c), t);
+  share.vocab = ceil_div(c.vocab, t);
+  return share;
+}
 
 std::shared_ptr<nn::Module> make_model(const ModelConfig& c) {
   manual_seed(1234);
@@ -72,20 +94,25 @@ Tensor loss_of(const ModelConfig& c, const Tensor& output, const Tensor& target)
 
 int64_t parameter_count(const ModelConfig& c) {
   const int64_t h = c.hidden;
-  if (is_mlp(c)) return (h * 4 * h + 4 * h) + (4 * h * h + h);
+  const int64_t a = attention_width(c), f = mlp_width(c);
+  if (is_mlp(c)) return (h * f + f) + (f * h + h);
   // Per block: 2 norms (weight, bias), q/k/v/o with bias, up and down with bias.
-  const int64_t block = 2 * 2 * h + 4 * (h * h + h) + (h * 4 * h + 4 * h) + (4 * h * h + h);
+  const int64_t block = 2 * 2 * h + 3 * (h * a + a) + (a * h + h) + (h * f + f) + (f * h + h);
   return c.vocab * h + c.layers * block + 2 * h + h * c.vocab;
 }
 
-double forward_flops(const ModelConfig& c) {
+double step_gemm_flops(const ModelConfig& c) {
   const double tokens = static_cast<double>(c.batch * c.seq), h = static_cast<double>(c.hidden);
-  if (is_mlp(c)) return 2.0 * tokens * (h * 4 * h + 4 * h * h);
-  // Projections 4 h^2 + MLP 8 h^2 per token; attention scores and values 2 s h per token (the
-  // causal half is computed whole); the head h V per token.
-  const double per_block = tokens * (12.0 * h * h + 2.0 * static_cast<double>(c.seq) * h);
-  return 2.0 *
-         (static_cast<double>(c.layers) * per_block + tokens * h * static_cast<double>(c.vocab));
+  const double a = static_cast<double>(attention_width(c)), f = static_cast<double>(mlp_width(c));
+  // Forward multiply-adds; backward computes each product's input and weight gradients (twice
+  // the forward's), except the MLP's first layer, whose input takes no gradient.
+  if (is_mlp(c)) return 2.0 * tokens * (3.0 * 2.0 * h * f - h * f);
+  // Per token: projections 4 h a, MLP 2 h f, attention's scores and values 2 s a (the causal
+  // half computed whole), the head h V.
+  const double per_token = static_cast<double>(c.layers) *
+                               (4.0 * h * a + 2.0 * h * f + 2.0 * static_cast<double>(c.seq) * a) +
+                           h * static_cast<double>(c.vocab);
+  return 3.0 * 2.0 * tokens * per_token;
 }
 
 std::map<std::string, ParallelStyle> tensor_parallel_plan(const ModelConfig& c) {

@@ -23,7 +23,19 @@ struct ModelConfig {
   int64_t batch = 8;
   int64_t vocab = 2048;
   DType dtype = kFloat32;
+  // The attention (q, k, v) and MLP widths; 0: hidden and 4 x hidden. Narrower only in a
+  // tensor-parallel rank's share (tensor_parallel_share).
+  int64_t attention_width = 0;
+  int64_t mlp_width = 0;
 };
+
+int64_t attention_width(const ModelConfig& c);
+int64_t mlp_width(const ModelConfig& c);
+
+// What one of t tensor-parallel ranks computes, as a model of its own: heads / t, the attention
+// and MLP widths / t and vocab / t (rank 0's chunks, the largest) at the full hidden size, so
+// that its one-device step repeats the norms, residuals and loss that every rank repeats.
+ModelConfig tensor_parallel_share(const ModelConfig& c, int64_t t);
 
 // One step's data: the model input and the target, whole (every strategy takes its part).
 struct Batch {
@@ -38,8 +50,9 @@ Batch make_batch(const ModelConfig& c);
 Tensor loss_of(const ModelConfig& c, const Tensor& output, const Tensor& target);
 
 int64_t parameter_count(const ModelConfig& c);
-// Multiply-adds x 2 of one forward (GEMMs and attention scores/values), for the whole batch.
-double forward_flops(const ModelConfig& c);
+// Floating-point operations of the matrix products (the linear layers', attention's) in one
+// forward + backward of the whole batch.
+double step_gemm_flops(const ModelConfig& c);
 
 // Submodule paths -> styles on the "tp" mesh dim: Megatron's layout (vocabulary-sharded
 // embedding, column/row-sharded attention and MLP, class-sharded head with loss parallel).

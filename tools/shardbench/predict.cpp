@@ -172,45 +172,66 @@ std::vector<CollectiveTotal> expected_collectives(const Strategy& s, const Model
   return out.list();
 }
 
+std::optional<TensorParallelShare> tensor_parallel_share_of(const Strategy& s,
+                                                            const ModelConfig& c) {
+  switch (s.kind) {
+    case StrategyKind::TP:
+    case StrategyKind::SP:
+      return TensorParallelShare{s.mesh_shape.numel(), c.batch};
+    case StrategyKind::FSDP_TP:
+      return TensorParallelShare{s.mesh_shape[1], std::max<int64_t>(1, c.batch / s.mesh_shape[0])};
+    default:
+      return std::nullopt;
+  }
+}
+
 // Note [Predicting a step]
 // A step is predicted as compute + collectives + the copies around them, the threads backend
 // overlapping none of them. Compute comes from the calibration's one-thread step (a fixed cost per
 // step plus a cost per sequence) and from replicas trained and updated on every rank at once
 // (DP's and FSDP's compute, DP's optimizer step); collectives
 // from the alpha-beta lines of the shared cost model, applied to the closed-form collectives;
-// copies from the copy bandwidth. Known gaps, visible in bench/RESULTS.md: tensor parallelism's
-// narrow GEMM shards run below the calibrated GEMM rate and its norms and residuals are repeated on
-// every rank (TP predicted low by ~10% at hidden 512); the collective lines scatter by up to 2x
-// from the same collectives replayed (rank threads outnumber the cores); on a shared machine the
-// measured steps themselves move 10-20% from run to run.
+// copies from the copy bandwidth. Tensor parallelism's compute comes from a rank's share of the
+// model trained as a model of its own on every rank thread at once (its narrow GEMMs, and the
+// norms, residuals and loss every rank repeats); not in it: the DTensor dispatch of each op. Known
+// gaps, visible in bench/RESULTS.md: the collective lines scatter by up to 2x from the same
+// collectives replayed (rank threads outnumber the cores); on a shared machine the measured steps
+// themselves move 10-20% from run to run.
 Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& cal) {
   const Measurement& one = cal.one_thread;
   Prediction p;
   if (s.kind == StrategyKind::Single) {
-    // One device on every intra-op thread: the per-sequence work and the optimizer sped up as
-    // the GEMM is; the fixed per-step cost (small ops, their dispatch) is not.
-    p.compute_s = cal.compute_fixed_s +
-                  (cal.compute_per_sequence_s * static_cast<double>(cal.batch) + one.optimizer_s) *
-                      cal.gemm_flops_one_thread / cal.gemm_flops_per_s;
+    // One device on every intra-op thread: the step's GEMMs (their FLOPs at the one-thread GEMM
+    // rate) sped up as the GEMM is, the rest of the step and the optimizer as a pointwise op on
+    // the model's activations is.
+    // Neither speeds up past the number of cores.
+    const double cores = static_cast<double>(cal.cores);
+    const double step = cal.compute.seconds(static_cast<double>(cal.batch));
+    const double gemm = std::min(step, step_gemm_flops(c) / cal.gemm_flops_one_thread);
+    p.compute_s = gemm / std::min(cores, cal.gemm_flops_per_s / cal.gemm_flops_one_thread) +
+                  (step - gemm + one.optimizer_s) / std::min(cores, cal.pointwise_speedup);
     return p;
   }
   const double n = static_cast<double>(s.mesh_shape.numel());
   const double time_shared = n / std::min(n, static_cast<double>(cal.cores));
-  // Each rank thread computes 1/n of forward and backward (a batch share, or a share of the
-  // features: the same FLOPs) on one intra-op thread, plus the fixed per-step cost that sharding
-  // does not divide; the rank threads share the cores. How fast depends on the weights each rank
-  // computes with: a 1/n share (TP, SP) runs as one thread alone does; all of them (DP, FSDP)
-  // runs as the calibration's replicas did, n copies of the weights and gradients contending for
-  // the cache; in between (FSDP x TP: 1/tp) in proportion.
-  const double alone =
-      (cal.compute_fixed_s + cal.compute_per_sequence_s * static_cast<double>(cal.batch) / n) *
-      time_shared;
-  double weights = 1.0 / n;
-  if (s.kind == StrategyKind::DP || s.kind == StrategyKind::FSDP) weights = 1.0;
-  if (s.kind == StrategyKind::FSDP_TP) weights = 1.0 / static_cast<double>(s.mesh_shape[1]);
-  const double replicated = std::max(cal.replicated_compute_s, alone);
-  p.compute_s = alone;
-  if (n > 1) p.compute_s += (replicated - alone) * (weights - 1.0 / n) / (1.0 - 1.0 / n);
+  // Each rank thread computes on one intra-op thread and the rank threads share the cores, as the
+  // calibration's replicas on every rank thread did: under tensor parallelism (TP, SP, FSDP x TP)
+  // replicas of a rank's share of the model (narrower GEMMs, the repeated norms, residuals and
+  // loss) on its batch; under DP and FSDP of the whole model on 1/n of the batch (n copies of the
+  // weights and gradients contending for the cache). An explicit plan, of unknown layout: 1/n of
+  // the model's per-sequence work plus its fixed per-step cost.
+  const double alone = cal.compute.seconds(static_cast<double>(cal.batch) / n) * time_shared;
+  if (const std::optional<TensorParallelShare> share = tensor_parallel_share_of(s, c)) {
+    const auto found = cal.tp_share_s.find(*share);
+    TS_CHECK(found != cal.tp_share_s.end(), "[tessera-shardbench] no calibration of a ",
+             share->degree, "-way tensor-parallel rank on ", share->batch, " sequences for ",
+             s.name);
+    p.compute_s = found->second;
+  } else if (s.kind == StrategyKind::DP || s.kind == StrategyKind::FSDP) {
+    p.compute_s = std::max(cal.replicated_compute_s, alone);
+  } else {
+    p.compute_s = alone;
+  }
   // The optimizer updates 1/n of the parameters; under DP all of them on every rank at once, as
   // the calibration's replicas did (n copies of the optimizer state streaming through memory:
   // 60 ms against the 47 that the one-thread update times the sharing predicted at hidden 512).

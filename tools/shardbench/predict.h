@@ -6,6 +6,7 @@
 // share the cores), plus every collective on its alpha-beta line (the threads backend does not
 // overlap communication with compute).
 
+#include <optional>
 #include <vector>
 
 #include "tools/shardbench/calibrate.h"
@@ -21,6 +22,11 @@ struct Prediction {
   double local_s = 0.0;  // packing and unpacking the collectives' messages (copies)
   double step_s() const { return compute_s + comm_s + local_s; }
 };
+
+// The share a rank of `s` computes when `s` has tensor parallelism (TP, SP, FSDP x TP): the
+// tensor-parallel degree and the rank's batch.
+std::optional<TensorParallelShare> tensor_parallel_share_of(const Strategy& s,
+                                                            const ModelConfig& c);
 
 Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& cal);
 

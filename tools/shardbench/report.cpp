@@ -86,10 +86,17 @@ std::string table(const ModelConfig& c, const Calibration& cal,
       "{:.2f} ms\n",
       model_text(c), static_cast<double>(parameter_count(c)) / 1e6, cal.cores,
       cal.gemm_flops_per_s / 1e9, cal.gemm_flops_one_thread / 1e9,
-      cal.model.local_bytes_per_s / 1e9, cal.compute_fixed_s * 1e3,
-      cal.compute_per_sequence_s * 1e3, cal.batch, cal.small_batch,
+      cal.model.local_bytes_per_s / 1e9, cal.compute.fixed_s * 1e3,
+      cal.compute.per_sequence_s * 1e3, cal.batch, cal.small_batch,
       cal.one_thread.optimizer_s * 1e3, cal.replicated_compute_s * 1e3,
       cal.replicated_optimizer_s * 1e3);
+  s += fmt::format("pointwise op on the activations: {:.2f}x faster on {} threads than on one\n",
+                   cal.pointwise_speedup, get_num_threads());
+  for (const auto& [share, seconds] : cal.tp_share_s) {
+    s += fmt::format(
+        "a {}-way tensor-parallel rank's share on every rank at once, batch {}: {:.2f} ms\n",
+        share.degree, share.batch, seconds * 1e3);
+  }
   s += fmt::format(
       "{:<10} {:>9} {:>15} {:>8} {:>8} {:>8} {:>9} {:>10} {:>9} {:>7} {:>9} {:>9}  {}\n",
       "strategy", "step ms", "p10-p90 ms", "fwd ms", "bwd ms", "opt ms", "comm ms", "predicted",
@@ -146,11 +153,18 @@ std::string json(const ModelConfig& c, const Calibration& cal,
       "  \"calibration\": {{\"cores\": {}, \"gemm_flops_per_s\": {:.6g}, "
       "\"gemm_flops_one_thread\": {:.6g}, \"copy_bytes_per_s\": {:.6g}, \"compute_fixed_s\": "
       "{:.6g}, \"compute_per_sequence_s\": {:.6g}, \"replicated_compute_s\": {:.6g}, "
-      "\"replicated_optimizer_s\": {:.6g}, \"collectives\": {{",
+      "\"replicated_optimizer_s\": {:.6g}, \"pointwise_speedup\": {:.6g}, \"tp_share\": [",
       cal.cores, cal.gemm_flops_per_s, cal.gemm_flops_one_thread, cal.model.local_bytes_per_s,
-      cal.compute_fixed_s, cal.compute_per_sequence_s, cal.replicated_compute_s,
-      cal.replicated_optimizer_s);
+      cal.compute.fixed_s, cal.compute.per_sequence_s, cal.replicated_compute_s,
+      cal.replicated_optimizer_s, cal.pointwise_speedup);
   bool first = true;
+  for (const auto& [share, seconds] : cal.tp_share_s) {
+    s += fmt::format("{}{{\"degree\": {}, \"batch\": {}, \"seconds\": {:.6g}}}", first ? "" : ", ",
+                     share.degree, share.batch, seconds);
+    first = false;
+  }
+  s += "], \"collectives\": {";
+  first = true;
   for (const auto& [key, ab] : cal.model.measured) {
     s += fmt::format("{}\"{}\": {{\"alpha_s\": {:.6g}, \"beta_s_per_byte\": {:.6g}}}",
                      first ? "" : ", ", key, ab.alpha_s, ab.beta_s_per_byte);
