@@ -54,9 +54,9 @@ struct Calibration {
   ComputeLine compute;
   // A tensor-parallel rank's share of the model (tensor_parallel_share: narrower GEMMs, and the
   // norms, residuals, embedding and loss every rank repeats) trained on every rank thread at
-  // once on the batch such a rank computes, as plain tensors (no DTensor dispatch, no
-  // collectives): forward + backward, the slowest rank's median.
-  // Per share the strategies have.
+  // once on the batch such a rank computes, each under the TP plan on a mesh of its own rank
+  // (the DTensor dispatch a rank pays, no communication): forward + backward, the slowest rank's
+  // median. Per share the strategies have.
   std::map<TensorParallelShare, double> tp_share_s;
   // Forward + backward of `ranks` replicas trained at once on rank threads, each on the batch /
   // ranks share (the slowest rank's median): a DP rank's compute as the machine runs it; and

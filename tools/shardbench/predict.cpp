@@ -187,16 +187,17 @@ std::optional<TensorParallelShare> tensor_parallel_share_of(const Strategy& s,
 
 // Note [Predicting a step]
 // A step is predicted as compute + collectives + the copies around them, the threads backend
-// overlapping none of them. Compute comes from the calibration's one-thread step (a fixed cost per
-// step plus a cost per sequence) and from replicas trained and updated on every rank at once
-// (DP's and FSDP's compute, DP's optimizer step); collectives
-// from the alpha-beta lines of the shared cost model, applied to the closed-form collectives;
-// copies from the copy bandwidth. Tensor parallelism's compute comes from a rank's share of the
-// model trained as a model of its own on every rank thread at once (its narrow GEMMs, and the
-// norms, residuals and loss every rank repeats); not in it: the DTensor dispatch of each op. Known
-// gaps, visible in bench/RESULTS.md: the collective lines scatter by up to 2x from the same
-// collectives replayed (rank threads outnumber the cores); on a shared machine the measured steps
-// themselves move 10-20% from run to run.
+// overlapping none of them. Compute comes from what the calibration trained on the same rank
+// threads, each round beside the strategies: replicas of the whole model on every rank at once
+// (DP's and FSDP's compute, DP's optimizer step), replicas of a tensor-parallel rank's share of
+// the model under the TP plan on a mesh of its own (TP's, SP's and FSDP x TP's compute: narrow
+// GEMMs, the norms, residuals and loss every rank repeats, DTensor dispatch), and the one-thread
+// step (one device: its GEMM FLOPs sped up as the GEMM is, the rest as a pointwise op is; an
+// explicit plan: 1/n of it). Collectives come from the alpha-beta lines of the shared cost model
+// applied to the closed-form collectives, copies from the copy bandwidth. Known gaps, visible in
+// bench/RESULTS.md: SP is predicted from TP's share (its norms on sequence shards are not
+// separated); on a shared machine the calibration and the measured steps each move 10-20% from
+// run to run, and a calibration round that meets a slow spell shows as a prediction 10-25% high.
 Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& cal) {
   const Measurement& one = cal.one_thread;
   Prediction p;

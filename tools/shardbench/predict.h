@@ -2,9 +2,9 @@
 // Prediction: a strategy's collectives in closed form (the formulas a reader can check: DP
 // all_reduces every gradient, FSDP all_gathers every padded flat unit forward and backward and
 // reduce_scatters it once, TP all_reduces activations per layer, ...) and its step time from the
-// calibrated cost model: compute from the one-device step divided over the ranks (rank threads
-// share the cores), plus every collective on its alpha-beta line (the threads backend does not
-// overlap communication with compute).
+// calibrated cost model: compute from what each rank computes, timed on the same rank threads
+// (Note [Predicting a step]), plus every collective on its alpha-beta line (the threads backend
+// does not overlap communication with compute).
 
 #include <optional>
 #include <vector>
