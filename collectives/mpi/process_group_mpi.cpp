@@ -133,15 +133,30 @@ class P2PWork final : public Work {
     // MPI may still read or write the tensor: finish before it can be freed.
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized && !done_) MPI_Waitall(num_requests_, requests_, MPI_STATUSES_IGNORE);
+    if (finalized || done_) return;
+    for (int i = 0; i < num_requests_; ++i) {  // one by one: Note [Completing every request]
+      if (requests_[i] != MPI_REQUEST_NULL) MPI_Wait(&requests_[i], MPI_STATUS_IGNORE);
+    }
   }
 
+  // Note [Completing every request]
+  // Each request is completed on its own (MPI_Wait, MPI_Test), not with MPI_Waitall/Testall: when
+  // one request fails (the receiver's data request truncated by a larger send), those may return
+  // at once and leave the others pending (MPI_ERR_PENDING). A signature receive left pending
+  // would then match the next send/recv's signature from the same peer, and that call would wait
+  // for a message that never comes. Over TCP alone the data can arrive before the signature: the
+  // send/recv agreement test hung in about half its runs so (collectives/mpi_4_ranks_tcp_only).
   void wait() override {
     std::lock_guard lock(mutex_);
     if (!done_) {
       const WatchdogScope watch(op_, where_, timeout_);
-      MPI_Status statuses[3];
-      finish(MPI_Waitall(num_requests_, requests_, statuses), statuses);
+      for (int i = 0; i < num_requests_; ++i) {
+        if (requests_[i] != MPI_REQUEST_NULL) {
+          rcs_[i] = MPI_Wait(&requests_[i], MPI_STATUS_IGNORE);
+          requests_[i] = MPI_REQUEST_NULL;
+        }
+      }
+      finish();
     }
     if (error_) std::rethrow_exception(error_);
   }
@@ -149,31 +164,46 @@ class P2PWork final : public Work {
   bool is_completed() const override {
     std::lock_guard lock(mutex_);
     if (done_) return true;
-    int flag = 0;
-    MPI_Status statuses[3];
-    const int rc = MPI_Testall(num_requests_, requests_, &flag, statuses);
-    if (flag || rc != MPI_SUCCESS) finish(rc, statuses);
+    bool all = true;
+    for (int i = 0; i < num_requests_; ++i) {
+      if (requests_[i] == MPI_REQUEST_NULL) continue;
+      int flag = 0;
+      const int rc = MPI_Test(&requests_[i], &flag, MPI_STATUS_IGNORE);
+      if (flag || rc != MPI_SUCCESS) {
+        rcs_[i] = rc;
+        requests_[i] = MPI_REQUEST_NULL;
+      } else {
+        all = false;
+      }
+    }
+    if (all) finish();
     return done_;
   }
 
  private:
   MPI_Request* next_request() { return &requests_[num_requests_++]; }
 
-  void finish(int rc, const MPI_Status* statuses) const {
+  // Every request is complete, its result in rcs_.
+  void finish() const {
     done_ = true;
     const int64_t numel = tensor_.numel();
     tensor_ = Tensor();
     try {
-      if (check_) {
+      // The signature requests come first, the data request last.
+      int signature_rc = MPI_SUCCESS;
+      for (int i = 0; i + 1 < num_requests_; ++i) {
+        if (rcs_[i] != MPI_SUCCESS) signature_rc = rcs_[i];
+      }
+      const int data_rc = rcs_[num_requests_ - 1];
+      if (check_ && signature_rc == MPI_SUCCESS) {
         const CallSignature theirs = decode_signature(encoded_theirs_.data(), group_size_);
         const int src = sending_ ? rank_ : peer_;
         const int dst = sending_ ? peer_ : rank_;
         check_p2p_agreement(op_, sending_ ? mine_ : theirs, sending_ ? theirs : mine_, src, dst,
                             where_);
       }
-      if (rc == MPI_SUCCESS) return;
-      // MPI_ERR_IN_STATUS only says that some request failed; the data request is the last.
-      const int data_rc = rc == MPI_ERR_IN_STATUS ? statuses[num_requests_ - 1].MPI_ERROR : rc;
+      if (signature_rc != MPI_SUCCESS) throw_mpi_error("MPI_Isend/MPI_Irecv", signature_rc);
+      if (data_rc == MPI_SUCCESS) return;
       int error_class = data_rc;
       MPI_Error_class(data_rc, &error_class);
       // Unchecked, the receiver alone learns of a larger message, and not its size.
@@ -200,6 +230,7 @@ class P2PWork final : public Work {
   std::vector<int64_t> encoded_mine_;
   std::vector<int64_t> encoded_theirs_;
   mutable MPI_Request requests_[3] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  mutable int rcs_[3] = {MPI_SUCCESS, MPI_SUCCESS, MPI_SUCCESS};
   int num_requests_ = 0;
   mutable bool done_ = false;
   mutable std::exception_ptr error_;
