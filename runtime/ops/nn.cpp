@@ -312,12 +312,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
   if (logits.dim() == 1) {
     rows = logits.unsqueeze(0);
   } else {
-    Shape perm{0};
-    for (int64_t d = 2; d < logits.dim(); ++d) perm.push_back(d);
-    perm.push_back(1);
     sample_shape.push_back(logits.size(0));
     for (int64_t d = 2; d < logits.dim(); ++d) sample_shape.push_back(logits.size(d));
-    rows = logits.dim() == 2 ? logits : logits.permute(perm);
+    rows = logits.dim() == 2 ? logits : logits.permute(detail::class_dim_last(logits.dim()));
     rows = rows.reshape({sample_shape.numel(), logits.size(1)});
   }
   TS_CHECK_SHAPE(target.sizes() == sample_shape, "[", op, "] expected a target of shape ",

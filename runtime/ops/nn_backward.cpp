@@ -66,15 +66,20 @@ NormGrads norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weigh
   return out;
 }
 
+Shape class_dim_last(int64_t dims) {
+  Shape perm{0};
+  for (int64_t d = 2; d < dims; ++d) perm.push_back(d);
+  perm.push_back(1);
+  return perm;
+}
+
 Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target,
                               const CrossEntropyOptions& options) {
   const char* op = "cross_entropy_backward";
   // Rows [n, C] with the class dim last, as the forward: [C] -> [1, C]; [N, C, d...] ->
   // [N * prod(d), C].
   const int64_t c = logits.dim() == 1 ? logits.size(0) : logits.size(1);
-  Shape perm{0};
-  for (int64_t d = 2; d < logits.dim(); ++d) perm.push_back(d);
-  perm.push_back(1);
+  const Shape perm = logits.dim() > 2 ? class_dim_last(logits.dim()) : Shape{};
   const Tensor moved = logits.dim() > 2 ? logits.permute(perm) : logits;
   const Tensor rows = moved.reshape({-1, c}).contiguous();
   const int64_t n = rows.size(0);

@@ -57,6 +57,9 @@ struct NormGrads {
 NormGrads norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
                         const Tensor& mean, const Tensor& rstd, int64_t norm_ndim,
                         std::array<bool, 3> wanted);
+// The permutation that moves dim 1, the class dim of [N, C, d...] logits, last: {0, 2, ..., 1}
+// for a tensor of `dims` >= 2 dims (cross_entropy's rows, forward and backward).
+Shape class_dim_last(int64_t dims);
 // The gradient of cross_entropy(logits, target, options) with respect to logits, given the
 // loss's incoming gradient (0-dim, or the per-sample shape for Reduction::None). target was
 // validated by the forward.
