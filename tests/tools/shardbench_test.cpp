@@ -143,6 +143,17 @@ TEST_CASE("ranking agreement counts the pairs apart by more than the margin", "[
   CHECK(r.pairs == 2);
   REQUIRE(r.discordant.size() == 1);
   CHECK(r.discordant[0] == "a < b");
+  // Steps of constant time: every counted pair's p10-p90 ranges are apart.
+  CHECK(r.separated == 2);
+  CHECK(r.separated_discordant == 1);
+  // a's steps spread up to 2.5: a and b overlap (a's p90 above b's p10), a and c (p10 2.05) too.
+  results[0].measured.step_s = {0.9, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.5, 2.5};
+  r = ranking_agreement(results, 0.05);
+  CHECK(r.pairs == 2);
+  CHECK(r.separated == 0);
+  CHECK(r.separated_discordant == 0);
+  REQUIRE(r.discordant.size() == 1);
+  results[0].measured.step_s = {1.0, 1.0, 1.0};
   results[1].predicted.compute_s = 1.6;
   CHECK(ranking_agreement(results, 0.05).discordant.empty());
   CHECK(ranking_agreement(results, 0.01).pairs == 3);

@@ -61,8 +61,12 @@ RankingAgreement ranking_agreement(const std::vector<StrategyResult>& results, d
       const double measured_fast = median(fast->measured.step_s);
       if (median(slow->measured.step_s) - measured_fast <= margin * measured_fast) continue;
       ++a.pairs;
+      const bool separated =
+          percentile(fast->measured.step_s, 0.9) < percentile(slow->measured.step_s, 0.1);
+      a.separated += separated ? 1 : 0;
       if (fast->predicted.step_s() >= slow->predicted.step_s()) {
         a.discordant.push_back(fast->strategy.name + " < " + slow->strategy.name);
+        a.separated_discordant += separated ? 1 : 0;
       }
     }
   }
@@ -123,12 +127,13 @@ std::string table(const ModelConfig& c, const Calibration& cal,
   const RankingAgreement ranking = ranking_agreement(results, kRankingMargin);
   s += fmt::format(
       "ranking: the prediction orders {} of {} pairs of strategies as measured (pairs more than "
-      "{:.0f}% apart){}\n",
+      "{:.0f}% apart){}; of them, {} of {} whose p10-p90 do not overlap\n",
       ranking.pairs - static_cast<int>(ranking.discordant.size()), ranking.pairs,
       100 * kRankingMargin,
       ranking.discordant.empty() ? ""
                                  : fmt::format("; measured {}, predicted the other way",
-                                               fmt::join(ranking.discordant, ", ")));
+                                               fmt::join(ranking.discordant, ", ")),
+      ranking.separated - ranking.separated_discordant, ranking.separated);
   s += fmt::format(
       "tracing and counting the collectives: at most {:.3f}% of a step; the cost model also plans "
       "the redistributes\n",
@@ -197,12 +202,15 @@ std::string json(const ModelConfig& c, const Calibration& cal,
   const RankingAgreement ranking = ranking_agreement(results, kRankingMargin);
   s += fmt::format(
       "  ],\n  \"median_prediction_error\": {:.4f},\n  \"ranking_pairs\": {},\n  "
-      "\"ranking_discordant\": [{}],\n  \"tracing_overhead\": {:.6f},\n  \"steal\": {}\n}}\n",
+      "\"ranking_discordant\": [{}],\n  \"ranking_separated_pairs\": {},\n  "
+      "\"ranking_separated_discordant\": {},\n  \"tracing_overhead\": {:.6f},\n  \"steal\": "
+      "{}\n}}\n",
       median_prediction_error(results), ranking.pairs,
       ranking.discordant.empty()
           ? ""
           : "\"" + fmt::format("{}", fmt::join(ranking.discordant, "\", \"")) + "\"",
-      tracing_overhead(results), steal ? fmt::format("{:.4f}", *steal) : "null");
+      ranking.separated, ranking.separated_discordant, tracing_overhead(results),
+      steal ? fmt::format("{:.4f}", *steal) : "null");
   return s;
 }
 

@@ -34,6 +34,10 @@ double median_prediction_error(const std::vector<StrategyResult>& results);
 struct RankingAgreement {
   int pairs = 0;                        // pairs apart by more than the margin
   std::vector<std::string> discordant;  // "FSDP < TP" (measured order) predicted the other way
+  // Of those, the pairs whose measured p10-p90 ranges do not overlap (told apart by every step
+  // but the extremes), and how many of them are discordant.
+  int separated = 0;
+  int separated_discordant = 0;
 };
 RankingAgreement ranking_agreement(const std::vector<StrategyResult>& results, double margin);
 
