@@ -86,7 +86,8 @@ int main() {
       const int rounds = std::clamp(static_cast<int>(0.3 / (gflop / 150.0 * 2 / threads)), 5, 60);
       // The first product of its class (and thread count) measures the choice: its cost.
       const auto c0 = std::chrono::steady_clock::now();
-      const GemmBackend chosen = ts::cpu::chosen_gemm_backend(m, n, k, threads);
+      const GemmBackend chosen =
+          ts::cpu::chosen_gemm_backend(m, n, k, threads, p.a.stride(1) == 1, p.b.stride(1) == 1);
       const double choice_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
       std::vector<std::vector<double>> seconds(variants.size());

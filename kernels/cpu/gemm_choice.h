@@ -35,9 +35,10 @@ class GemmBackendOverride {
   std::optional<GemmBackend> saved_;
 };
 
-// The backend an m x k @ k x n float32 product on `threads` OpenMP threads runs on in this
-// thread: the override, else TESSERA_CPU_GEMM, else the measured choice for its shape class
-// (measuring it now if no product of the class has yet).
-GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads);
+// The backend an m x k @ k x n float32 product on `threads` OpenMP threads, of operands in the
+// given layouts, runs on in this thread: the override, else TESSERA_CPU_GEMM, else the measured
+// choice for its shape class (measuring it now if no product of the class has yet).
+GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads,
+                                bool a_row_major = true, bool b_row_major = true);
 
 }  // namespace tessera::cpu

@@ -34,19 +34,23 @@ namespace tessera::cpu {
 // backend side by side). So the backend is measured, not guessed, on the CPU the process runs on:
 // - Shape classes: each of M, N, K falls in one of four ranges (<= 16, <= 128, <= 512, larger),
 //   and the class is the three ranges with the OpenMP thread count the product runs on (the
-//   winner at one thread need not be the winner at two).
+//   winner at one thread need not be the winner at two) and the operands' layouts, row- or
+//   column-major as the product passes them (autograd's x^T views): a backend's rate on a
+//   transposed operand need not be its rate on a row-major one, so the trial times the layout
+//   the class serves.
 // - The first float32 product of a class times the backends this build has on a product of its
 //   shape on scratch operands, its largest dims halved until it has at most 2^27 multiply-adds
-//   (268 MFLOP): three rounds in rotating order, each backend's fastest run counting
-//   (interference only adds time). The winner serves the class for the rest of the process (one
-//   process-wide table, so every rank thread gets the same answer). The trial keeps the shape
-//   rather than a fixed one per class because a factor of two in one dim flips the winner: on
-//   the EPYC at one thread, 256 x 512 x 10 (M x K x N) runs at 68 GFLOP/s on oneDNN and 47 on
-//   OpenBLAS, 256 x 1024 x 10 at 33 and 46.
+//   (268 MFLOP): rounds in rotating order, at least three and on short products as many as fit
+//   in 4 ms (up to 50), each backend's median run counting: on a short product at two threads
+//   a backend's own variance (waking its second thread) is part of what the product costs. The
+//   winner serves the class for the rest of the process (one process-wide table, so every rank
+//   thread gets the same answer). The trial keeps the shape rather than a fixed one per class
+//   because a factor of two in one dim flips the winner: on the EPYC at one thread, 256 x 512 x 10
+//   (M x K x N) runs at 68 GFLOP/s on oneDNN and 47 on OpenBLAS, 256 x 1024 x 10 at 33 and 46.
 //   Eigen is timed only on trials of at most 64^3 multiply-adds: on larger ones it ran at a
 //   third or less of oneDNN's and OpenBLAS's rate on every shape of the bench (and would triple the
-//   cost). Cost: at most three runs each of oneDNN and OpenBLAS on <= 268 MFLOP, ~17 ms at the
-//   EPYC's ~100 GFLOP/s per thread for a large class, about 1 ms for the MLP's 10-wide layer
+//   cost). Cost: three runs each of oneDNN and OpenBLAS on <= 268 MFLOP, ~17 ms at the EPYC's
+//   ~100 GFLOP/s per thread for a large class, about 4 ms for the MLP's 10-wide layer
 //   (gemm_backends_bench prints it as "choice ms"; a loaded machine stretches it); a training
 //   step touches a handful of classes.
 // - TESSERA_CPU_GEMM=onednn|openblas|eigen forces a backend (auto: the measured choice);
@@ -197,11 +201,13 @@ int dim_range(int64_t d) {
 // it is timed only where a product is small enough for call overheads to decide.
 constexpr int64_t kEigenTrialWork = int64_t{64} * 64 * 64;
 
-// M, N, K ranges and threads.
-using GemmClass = std::array<int, 4>;
+// M, N, K ranges, threads, and whether a and b are row-major.
+using GemmClass = std::array<int, 6>;
 
-// Times the available backends on an m x k @ k x n product on `threads` threads (see the Note).
-GemmBackend fastest_gemm_backend(int64_t m, int64_t n, int64_t k, int threads) {
+// Times the available backends on an m x k @ k x n product on `threads` threads, its operands
+// row-major or column-major as given (see the Note).
+GemmBackend fastest_gemm_backend(int64_t m, int64_t n, int64_t k, int threads, bool a_row_major,
+                                 bool b_row_major) {
   std::vector<GemmBackend> candidates;
   for (GemmBackend backend : kGemmBackends) {
     if (!gemm_backend_available(backend)) continue;
@@ -211,33 +217,49 @@ GemmBackend fastest_gemm_backend(int64_t m, int64_t n, int64_t k, int threads) {
   if (candidates.empty()) return GemmBackend::kEigen;
   if (candidates.size() == 1) return candidates.front();
   const Device cpu = Device::cpu();
-  const Tensor a = Tensor::make_empty({m, k}, kFloat32, cpu);
-  const Tensor b = Tensor::make_empty({k, n}, kFloat32, cpu);
+  const Tensor a = a_row_major ? Tensor::make_empty({m, k}, kFloat32, cpu)
+                               : Tensor::make_empty({k, m}, kFloat32, cpu).t();
+  const Tensor b = b_row_major ? Tensor::make_empty({k, n}, kFloat32, cpu)
+                               : Tensor::make_empty({n, k}, kFloat32, cpu).t();
   const Tensor out = Tensor::make_empty({m, n}, kFloat32, cpu);
   // Values of ordinary magnitude (no denormals, no overflow), the same for every backend.
   std::fill_n(static_cast<float*>(a.raw_data()), m * k, 0.5f);
   std::fill_n(static_cast<float*>(b.raw_data()), k * n, 0.25f);
   OmpThreadsGuard guard(threads);
-  std::vector<double> best(candidates.size(), std::numeric_limits<double>::infinity());
-  constexpr int kRounds = 3;
-  for (int round = 0; round < kRounds; ++round) {
+  std::vector<std::vector<double>> runs(candidates.size());
+  // Rounds and statistic: Note [CPU float32 GEMM choice].
+  constexpr int kMinRounds = 3, kMaxRounds = 50;
+  constexpr double kTrialSeconds = 4e-3;
+  double spent = 0.0;
+  for (int round = 0; round < kMaxRounds && (round < kMinRounds || spent < kTrialSeconds);
+       ++round) {
     for (size_t j = 0; j < candidates.size(); ++j) {
       const size_t i = (j + static_cast<size_t>(round)) % candidates.size();
       const auto t0 = std::chrono::steady_clock::now();
       if (!run_gemm_backend(candidates[i], out, a, b)) continue;
       const std::chrono::duration<double> t = std::chrono::steady_clock::now() - t0;
-      best[i] = std::min(best[i], t.count());
+      runs[i].push_back(t.count());
+      spent += t.count();
     }
   }
-  return candidates[static_cast<size_t>(std::min_element(best.begin(), best.end()) - best.begin())];
+  std::vector<double> typical(candidates.size(), std::numeric_limits<double>::infinity());
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (runs[i].empty()) continue;  // the backend declined the product
+    std::nth_element(runs[i].begin(), runs[i].begin() + runs[i].size() / 2, runs[i].end());
+    typical[i] = runs[i][runs[i].size() / 2];
+  }
+  return candidates[static_cast<size_t>(std::min_element(typical.begin(), typical.end()) -
+                                        typical.begin())];
 }
 
 // The measured choice per class, for the whole process: measuring under the lock makes every
 // thread that needs a class wait for its one measurement instead of measuring it again. Each
 // thread keeps the answers it has seen, so after the first product of a class the hot path takes
 // no lock (rank threads multiply concurrently).
-GemmBackend measured_gemm_backend(int64_t m, int64_t n, int64_t k, int threads) {
-  const GemmClass cls{dim_range(m), dim_range(n), dim_range(k), threads};
+GemmBackend measured_gemm_backend(int64_t m, int64_t n, int64_t k, int threads, bool a_row_major,
+                                  bool b_row_major) {
+  const GemmClass cls{dim_range(m), dim_range(n),        dim_range(k),
+                      threads,      a_row_major ? 1 : 0, b_row_major ? 1 : 0};
   thread_local std::map<GemmClass, GemmBackend> seen;
   if (const auto hit = seen.find(cls); hit != seen.end()) return hit->second;
   static std::mutex mutex;
@@ -250,7 +272,10 @@ GemmBackend measured_gemm_backend(int64_t m, int64_t n, int64_t k, int threads) 
       int64_t& largest = *std::max_element(dims.begin(), dims.end());
       largest = (largest + 1) / 2;
     }
-    it = chosen.emplace(cls, fastest_gemm_backend(dims[0], dims[1], dims[2], threads)).first;
+    it = chosen
+             .emplace(cls, fastest_gemm_backend(dims[0], dims[1], dims[2], threads, a_row_major,
+                                                b_row_major))
+             .first;
   }
   seen.emplace(cls, it->second);
   return it->second;
@@ -271,7 +296,8 @@ thread_local std::optional<GemmBackend> t_gemm_override;
 // float32 (operands in BLAS layout) on the chosen backend.
 void float32_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   const GemmBackend backend =
-      chosen_gemm_backend(out.size(-2), out.size(-1), a.size(-1), omp_get_max_threads());
+      chosen_gemm_backend(out.size(-2), out.size(-1), a.size(-1), omp_get_max_threads(),
+                          blas_layout(a)->row_major, blas_layout(b)->row_major);
   if (!run_gemm_backend(backend, out, a, b)) eigen_matmul<float>(out, a, b);
 }
 
@@ -367,12 +393,13 @@ GemmBackendOverride::GemmBackendOverride(std::optional<GemmBackend> backend)
 
 GemmBackendOverride::~GemmBackendOverride() { t_gemm_override = saved_; }
 
-GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads) {
+GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads, bool a_row_major,
+                                bool b_row_major) {
   TS_INTERNAL_ASSERT(m > 0 && n > 0 && k > 0 && threads > 0,
                      "[matmul] GEMM backend asked for an empty product or no threads");
   if (t_gemm_override) return *t_gemm_override;
   if (const std::optional<GemmBackend> forced = env_gemm_backend()) return *forced;
-  return measured_gemm_backend(m, n, k, threads);
+  return measured_gemm_backend(m, n, k, threads, a_row_major, b_row_major);
 }
 
 void register_linalg_kernels(KernelTable& table) { table.matmul = matmul_kernel; }
