@@ -118,6 +118,10 @@ TEST_CASE("the measured CPU GEMM choice is stable and correct", "[runtime][linal
     for (int i = 0; i < 3; ++i) CHECK(cpu::chosen_gemm_backend(256, 1024, 512, threads) == first);
     // The same shape class (each dim in the same range) gets the same answer.
     CHECK(cpu::chosen_gemm_backend(300, 1000, 500, threads) == first);
+    // A transposed a (autograd's x^T views) is a class of its own, stable as well.
+    const GemmBackend transposed = cpu::chosen_gemm_backend(1024, 10, 256, threads, false, true);
+    CHECK(cpu::gemm_backend_available(transposed));
+    CHECK(cpu::chosen_gemm_backend(1000, 12, 300, threads, false, true) == transposed);
   }
 }
 
