@@ -133,10 +133,7 @@ class P2PWork final : public Work {
     // MPI may still read or write the tensor: finish before it can be freed.
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (finalized || done_) return;
-    for (int i = 0; i < num_requests_; ++i) {  // one by one: Note [Completing every request]
-      if (requests_[i] != MPI_REQUEST_NULL) MPI_Wait(&requests_[i], MPI_STATUS_IGNORE);
-    }
+    if (!finalized && !done_) wait_each();
   }
 
   // Note [Completing every request]
@@ -150,12 +147,7 @@ class P2PWork final : public Work {
     std::lock_guard lock(mutex_);
     if (!done_) {
       const WatchdogScope watch(op_, where_, timeout_);
-      for (int i = 0; i < num_requests_; ++i) {
-        if (requests_[i] != MPI_REQUEST_NULL) {
-          rcs_[i] = MPI_Wait(&requests_[i], MPI_STATUS_IGNORE);
-          requests_[i] = MPI_REQUEST_NULL;
-        }
-      }
+      wait_each();
       finish();
     }
     if (error_) std::rethrow_exception(error_);
@@ -182,6 +174,16 @@ class P2PWork final : public Work {
 
  private:
   MPI_Request* next_request() { return &requests_[num_requests_++]; }
+
+  // Waits for every request still pending, each on its own (Note [Completing every request]).
+  void wait_each() {
+    for (int i = 0; i < num_requests_; ++i) {
+      if (requests_[i] != MPI_REQUEST_NULL) {
+        rcs_[i] = MPI_Wait(&requests_[i], MPI_STATUS_IGNORE);
+        requests_[i] = MPI_REQUEST_NULL;
+      }
+    }
+  }
 
   // Every request is complete, its result in rcs_.
   void finish() const {

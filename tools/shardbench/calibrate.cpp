@@ -158,8 +158,7 @@ void set_compute(Calibration& cal, const ModelConfig& c, int64_t ranks,
   const auto combined = [&](const auto& pick) {
     std::vector<Measurement> ms;
     for (const ComputeRound& r : rounds) ms.push_back(pick(r));
-    const Measurement m = combine_rounds(ms);
-    return m;
+    return combine_rounds(ms);
   };
   const auto fwd_bwd = [](const Measurement& m) { return m.forward_s + m.backward_s; };
   cal.batch = c.batch;

@@ -6,8 +6,6 @@ namespace tessera::shardbench {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 examples::BlockConfig block_config(const ModelConfig& c) {
   return {.model = c.hidden,
           .heads = c.heads,
@@ -43,7 +41,7 @@ class TransformerLM : public nn::Module {
 
 bool is_mlp(const ModelConfig& c) { return c.preset == "mlp"; }
 
-// The MLP preset: one row per token, hidden -> 4 hidden -> hidden.
+// The MLP preset: one row per token, hidden -> mlp_width (4 hidden) -> hidden.
 std::vector<int64_t> mlp_sizes(const ModelConfig& c) { return {c.hidden, mlp_width(c), c.hidden}; }
 
 }  // namespace

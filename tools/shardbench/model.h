@@ -29,6 +29,9 @@ struct ModelConfig {
   int64_t mlp_width = 0;
 };
 
+// ceil(a / b) for a >= 0, b > 0: the largest of b torch.chunk pieces (tensor-parallel rank 0's).
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 int64_t attention_width(const ModelConfig& c);
 int64_t mlp_width(const ModelConfig& c);
 

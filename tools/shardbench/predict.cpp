@@ -7,8 +7,6 @@ namespace tessera::shardbench {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // A parameter's shape on a tensor-parallel rank 0 (torch.chunk: rank 0 holds the largest chunk).
 struct ParamShape {
   int64_t rows = 0;
@@ -204,8 +202,7 @@ Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& c
   if (s.kind == StrategyKind::Single) {
     // One device on every intra-op thread: the step's GEMMs (their FLOPs at the one-thread GEMM
     // rate) sped up as the GEMM is, the rest of the step and the optimizer as a pointwise op on
-    // the model's activations is.
-    // Neither speeds up past the number of cores.
+    // the model's activations is; neither past the number of cores.
     const double cores = static_cast<double>(cal.cores);
     const double step = cal.compute.seconds(static_cast<double>(cal.batch));
     const double gemm = std::min(step, step_gemm_flops(c) / cal.gemm_flops_one_thread);

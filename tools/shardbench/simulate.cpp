@@ -47,8 +47,6 @@ namespace tessera::shardbench {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // Parameters on tensor-parallel rank 0 of t, split by where fully_shard puts them.
 struct RankParams {
   int64_t layer = 0;  // one block
