@@ -57,10 +57,12 @@ namespace tessera::cpu {
 //   GemmBackendOverride forces one per thread for the tests and benchmarks.
 // - Threads: Debian's OpenBLAS is the pthread build, whose thread count is process-global and
 //   whose concurrent multi-threaded calls queue on one pool. Rank threads call matmul
-//   concurrently, each with its own intra-op thread count; so OpenBLAS is set once to one thread
-//   (every call then runs on its caller, and OpenBLAS locks its buffer pool for concurrent
-//   callers in this build) and openblas_matmul splits the product over the caller's OpenMP
-//   threads itself: no global state changes per call, and no lock serializes the ranks.
+//   concurrently, each with its own intra-op thread count; so OpenBLAS runs at one thread
+//   while a Tessera product is inside it (every call then runs on its caller, and OpenBLAS locks
+//   its buffer pool for concurrent callers in this build; the application's count comes back
+//   after, See Note [OpenBLAS's process-wide thread count] in kernels/cpu/openblas_matmul.cpp)
+//   and openblas_matmul splits the product over the caller's OpenMP threads itself: no lock is
+//   held across a product, so none serializes the ranks.
 // A backend that declines a problem (oneDNN without an optimized kernel for the layout, OpenBLAS
 // with dims beyond 32 bits) hands it to Eigen. tools/shardbench's calibration times matmul at
 // one thread through this same choice, so its one-thread figure is the backend the ranks get.

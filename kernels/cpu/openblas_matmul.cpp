@@ -24,13 +24,44 @@ constexpr int64_t kSplitAlign = 16;
 
 bool fits_blas_int(int64_t v) { return v <= INT_MAX; }
 
-// The pthread build of OpenBLAS (Debian's default) sizes its own thread pool process-wide; set
-// once to one thread, every call runs on its caller, so concurrent calls from rank threads and
-// from our OpenMP threads never share OpenBLAS's pool (its buffer pool is locked in this build).
-void use_one_openblas_thread() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
+// Note [OpenBLAS's process-wide thread count]
+// The pthread build of OpenBLAS (Debian's default) has one thread count for the whole process,
+// and the application may set it too (libtorch, numpy, vs_libtorch's libtorch side). Tessera
+// splits a product over its own OpenMP threads and needs each OpenBLAS call to run on its
+// caller: a count above one puts OpenBLAS's pool under every OpenMP thread (oversubscribed, and
+// its workers spin on the cores after the call), while setting one for good takes the
+// application's threads away. So the count is one while any Tessera product runs, from any
+// rank thread, and the application's again once the last one ends. An application call that
+// runs concurrently with a Tessera product runs on one thread.
+class OneOpenBlasThread {
+ public:
+  OneOpenBlasThread() {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    if (state().running++ == 0) {
+      state().application_threads = openblas_get_num_threads();
+      if (state().application_threads != 1) openblas_set_num_threads(1);
+    }
+  }
+  ~OneOpenBlasThread() {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    if (--state().running == 0 && state().application_threads != 1) {
+      openblas_set_num_threads(state().application_threads);
+    }
+  }
+  OneOpenBlasThread(const OneOpenBlasThread&) = delete;
+  OneOpenBlasThread& operator=(const OneOpenBlasThread&) = delete;
+
+ private:
+  struct State {
+    std::mutex mutex;
+    int running = 0;              // Tessera products inside OpenBLAS now
+    int application_threads = 1;  // the count to restore when the last one ends
+  };
+  static State& state() {
+    static State s;
+    return s;
+  }
+};
 
 // c (m x n, row-major, ldc) = a (m x k) @ b (k x n), one OpenBLAS thread.
 void sgemm(int64_t m, int64_t n, int64_t k, const float* a, MatrixLayout la, const float* b,
@@ -55,7 +86,7 @@ bool openblas_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
       !fits_blas_int(lb.ld)) {
     return false;
   }
-  use_one_openblas_thread();
+  const OneOpenBlasThread one_thread;
   const int64_t batch = out.numel() / (m * n);
   const std::vector<int64_t> off_a = batch_offsets(a, batch);
   const std::vector<int64_t> off_b = batch_offsets(b, batch);

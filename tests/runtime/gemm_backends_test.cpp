@@ -1,6 +1,8 @@
 // The CPU float32 GEMM backends (oneDNN, OpenBLAS, Eigen), each forced in turn, and the measured
 // choice among them (Note [CPU float32 GEMM choice]) against float64 loops over indices.
 
+#include <dlfcn.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -108,6 +110,31 @@ TEST_CASE("every CPU float32 GEMM backend against float64 loops", "[runtime][lin
     cpu::GemmBackendOverride force(backend);
     check_cases(name);
   }
+}
+
+// Applications set OpenBLAS's process-wide thread count too (libtorch, numpy): a Tessera product
+// runs OpenBLAS at one thread and gives the application its count back (See Note [OpenBLAS's
+// process-wide thread count] in kernels/cpu/openblas_matmul.cpp).
+TEST_CASE("an OpenBLAS product keeps the application's OpenBLAS thread count",
+          "[runtime][linalg][gemm]") {
+  if (!cpu::gemm_backend_available(GemmBackend::kOpenBlas)) {
+    WARN("skipped: this build has no OpenBLAS (TESSERA_OPENBLAS off, or the package missing)");
+    return;
+  }
+  using SetThreads = void (*)(int);
+  using GetThreads = int (*)();
+  const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  const auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  REQUIRE(set != nullptr);
+  REQUIRE(get != nullptr);
+  const int before = get();
+  set(2);
+  {
+    cpu::GemmBackendOverride force(GemmBackend::kOpenBlas);
+    check_cases("openblas under an application's 2 OpenBLAS threads");
+  }
+  CHECK(get() == 2);
+  set(before);
 }
 
 TEST_CASE("the measured CPU GEMM choice is stable and correct", "[runtime][linalg][gemm]") {
