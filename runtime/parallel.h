@@ -12,6 +12,19 @@ namespace tessera {
 void set_num_threads(int n);
 int get_num_threads();
 
+// Sets the calling thread's intra-op threads for a scope and restores the previous count when the
+// scope ends, however it ends (benchmarks and calibrations timing one count against another).
+class IntraOpThreadsGuard {
+ public:
+  explicit IntraOpThreadsGuard(int n) : saved_(get_num_threads()) { set_num_threads(n); }
+  ~IntraOpThreadsGuard() { set_num_threads(saved_); }
+  IntraOpThreadsGuard(const IntraOpThreadsGuard&) = delete;
+  IntraOpThreadsGuard& operator=(const IntraOpThreadsGuard&) = delete;
+
+ private:
+  int saved_;
+};
+
 namespace detail {
 void parallel_for_impl(int64_t begin, int64_t end, int64_t grain,
                        const std::function<void(int64_t, int64_t)>& f);

@@ -210,12 +210,13 @@ TEST_CASE("norm weight and bias gradients do not depend on the thread count", "[
   const Tensor v = random_leaf({700, 96}, 52).detach().to(kFloat32);
   Inputs first;
   for (int threads : {1, 2, 3}) {
-    const int before = get_num_threads();
-    set_num_threads(threads);
-    Tensor w = ones({96}, kFloat32).requires_grad_();
-    Tensor b = zeros({96}, kFloat32).requires_grad_();
-    Inputs g = autograd::grad({layer_norm(x, {96}, w, b)}, {w, b}, {v});
-    set_num_threads(before);
+    Inputs g;
+    {
+      const IntraOpThreadsGuard scope(threads);
+      Tensor w = ones({96}, kFloat32).requires_grad_();
+      Tensor b = zeros({96}, kFloat32).requires_grad_();
+      g = autograd::grad({layer_norm(x, {96}, w, b)}, {w, b}, {v});
+    }
     if (first.empty()) {
       first = g;
     } else {

@@ -637,9 +637,8 @@ TEST_CASE("half and bfloat16 round trip through ops", "[runtime][elementwise]") 
 TEST_CASE("outputs past the streaming-store threshold are exact", "[runtime][elementwise]") {
   // 16 MiB of float32 plus an odd tail: streamed output with unaligned chunk ends.
   const int64_t n = (int64_t{16} << 20) / 4 + 13;
-  const int saved_threads = get_num_threads();
   for (int threads : {1, 3}) {
-    set_num_threads(threads);
+    const IntraOpThreadsGuard scope(threads);
     const Tensor a = filled({n}, kFloat32, -4, 4, 21);
     const Tensor b = filled({n}, kFloat32, -4, 4, 22);
     const auto av = logical_values(a), bv = logical_values(b);
@@ -656,7 +655,6 @@ TEST_CASE("outputs past the streaming-store threshold are exact", "[runtime][ele
     c += b;
     CHECK(mismatch(logical_values(c), sum, kFloat32) == "");
   }
-  set_num_threads(saved_threads);
 }
 
 TEST_CASE("the CPU binary kernel divides integers without trapping", "[runtime][elementwise]") {

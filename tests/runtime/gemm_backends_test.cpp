@@ -84,16 +84,14 @@ std::vector<Case> cases() {
 }
 
 void check_cases(const std::string& what) {
-  const int threads = get_num_threads();
   for (int n : {1, 2}) {
-    set_num_threads(n);
+    const IntraOpThreadsGuard threads(n);
     for (const Case& c : cases()) {
       INFO(what << ", " << n << " thread(s), " << c.name << ": " << c.a.sizes() << " @ "
                 << c.b.sizes());
       CHECK(mismatches(c.a, c.b, reference_matmul(c.a, c.b)) == 0);
     }
   }
-  set_num_threads(threads);
 }
 
 }  // namespace

@@ -256,13 +256,11 @@ TEST_CASE("matmul errors name the op and the shapes", "[runtime][linalg]") {
 TEST_CASE("matmul across thread counts, threads and cached shapes", "[runtime][linalg]") {
   const Tensor a = make({96, 300}, kFloat32, 1), b = make({300, 80}, kFloat32, 2);
   const Expected want = reference_matmul(a, b);
-  const int threads = get_num_threads();
   for (int n : {1, 2, 3}) {
-    set_num_threads(n);
+    const IntraOpThreadsGuard threads(n);
     check_values(matmul(a, b), want, kFloat32);
     check_values(matmul(a.to(kFloat64), b.to(kFloat64)), want, kFloat64);
   }
-  set_num_threads(threads);
 
   // The same geometry with new data reuses a cached primitive; more geometries than the cache
   // holds evict and recreate entries.

@@ -30,11 +30,8 @@ double u53(uint32_t hi, uint32_t lo) {
 // Runs f with the calling thread's intra-op thread count set to n, then restores it.
 template <typename F>
 auto with_threads(int n, const F& f) {
-  const int saved = get_num_threads();
-  set_num_threads(n);
-  auto result = f();
-  set_num_threads(saved);
-  return result;
+  const IntraOpThreadsGuard scope(n);
+  return f();
 }
 
 }  // namespace

@@ -15,18 +15,6 @@ namespace {
 const std::vector<DType> kAllDTypes = {kFloat32, kFloat64, kBFloat16, kFloat16,
                                        kInt64,   kInt32,   kUInt8,    kBool};
 
-// Sets this thread's intra-op thread count for a scope.
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : saved_(get_num_threads()) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(saved_); }
-  ThreadCount(const ThreadCount&) = delete;
-  ThreadCount& operator=(const ThreadCount&) = delete;
-
- private:
-  int saved_;
-};
-
 // A contiguous tensor of random bytes (bool: 0 or 1): neighbouring elements, and the bytes within
 // one, differ, so a misplaced or partial element shows.
 Tensor random_bytes(const Shape& shape, DType dtype, uint32_t seed) {
@@ -82,7 +70,7 @@ TEST_CASE("t() copies match the reference at every dtype and edge", "[runtime][c
   const std::vector<Shape> shapes = {{1, 1},   {1, 7},     {7, 1},     {33, 65},
                                      {64, 64}, {257, 129}, {520, 1031}};
   for (int threads : {1, 2}) {
-    ThreadCount scope(threads);
+    const IntraOpThreadsGuard scope(threads);
     for (DType dtype : kAllDTypes) {
       for (const Shape& shape : shapes) {
         INFO(threads << " threads, " << dtype << ", t() of " << shape);
@@ -110,7 +98,7 @@ TEST_CASE("permuted copies match the reference", "[runtime][copy]") {
       {{2, 33, 5, 7}, {0, 2, 1, 3}}, {{2, 9, 3, 16}, {0, 2, 1, 3}},  {{2, 3, 33, 65}, {0, 1, 3, 2}},
       {{6, 5, 4, 3}, {3, 1, 2, 0}},  {{8, 64, 4, 32}, {0, 2, 1, 3}}, {{3, 2, 300}, {1, 0, 2}}};
   for (int threads : {1, 2}) {
-    ThreadCount scope(threads);
+    const IntraOpThreadsGuard scope(threads);
     for (DType dtype : kAllDTypes) {
       for (const Case& c : cases) {
         INFO(threads << " threads, " << dtype << ", permute" << c.dims << " of " << c.shape);
@@ -122,7 +110,7 @@ TEST_CASE("permuted copies match the reference", "[runtime][copy]") {
 
 TEST_CASE("copies of strided, offset and broadcast transposed views", "[runtime][copy]") {
   for (int threads : {1, 2}) {
-    ThreadCount scope(threads);
+    const IntraOpThreadsGuard scope(threads);
     for (DType dtype : kAllDTypes) {
       INFO(threads << " threads, " << dtype);
       const Tensor base = random_bytes({40, 70}, dtype, 7);
@@ -153,7 +141,7 @@ TEST_CASE("copies of strided, offset and broadcast transposed views", "[runtime]
 TEST_CASE("transposed copies past the streaming-store threshold", "[runtime][copy]") {
   // 16 MiB and more of destination is written with streaming stores (Note [Streaming stores]).
   for (int threads : {1, 2}) {
-    ThreadCount scope(threads);
+    const IntraOpThreadsGuard scope(threads);
     for (DType dtype : {kFloat32, kBFloat16}) {
       const int64_t rows =
           (int64_t{16} << 20) / 2049 / static_cast<int64_t>(element_size(dtype)) + 3;

@@ -48,18 +48,6 @@ double time_collective(dist::CollectiveKind kind, const dist::ProcessGroupPtr& g
          kBackToBack;
 }
 
-// Sets the calling thread's intra-op threads for a scope.
-class IntraOpThreads {
- public:
-  explicit IntraOpThreads(int n) : saved_(get_num_threads()) { set_num_threads(n); }
-  ~IntraOpThreads() { set_num_threads(saved_); }
-  IntraOpThreads(const IntraOpThreads&) = delete;
-  IntraOpThreads& operator=(const IntraOpThreads&) = delete;
-
- private:
-  int saved_;
-};
-
 // Seconds of f on the default intra-op threads and on one: the medians of `pairs` calls of each
 // in alternation, so that the machine's drifts weigh on both alike.
 struct ThreadTimes {
@@ -71,7 +59,7 @@ ThreadTimes time_on_threads(const std::function<void()>& f, int pairs) {
   std::vector<double> all, one;
   for (int i = 0; i < pairs; ++i) {
     for (const int n : {threads, 1}) {
-      const IntraOpThreads scope(n);
+      const IntraOpThreadsGuard scope(n);
       const auto t0 = Clock::now();
       f();
       (n == 1 ? one : all).push_back(std::chrono::duration<double>(Clock::now() - t0).count());
@@ -135,7 +123,7 @@ const CollectiveLine& Calibration::line(const std::string& kind, int64_t group_s
 
 ComputeRound time_compute(const ModelConfig& c, const RunOptions& run, int64_t ranks,
                           const std::set<TensorParallelShare>& tp_shares) {
-  const IntraOpThreads one(1);
+  const IntraOpThreadsGuard one(1);
   ComputeRound r;
   r.one_thread = measure(strategy_named("single", 1), c, run, {});
   ModelConfig share = c;
