@@ -3,9 +3,7 @@
 namespace tessera {
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
-  if (device.is_cpu()) return std::make_shared<Storage>(cpu_alloc(nbytes), nbytes);
-  // cuda_alloc checks the device index (and, in a build without CUDA, raises DeviceError).
-  return std::make_shared<Storage>(cuda::cuda_alloc(nbytes, device.index()), nbytes);
+  return allocate(nbytes, device, std::allocator<Storage>());
 }
 
 Storage::~Storage() {

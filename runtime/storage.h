@@ -18,6 +18,13 @@ class Storage {
   // Allocates nbytes on device (contents uninitialized). A CUDA device must exist on this machine
   // (DeviceError otherwise); CUDA memory is allocated on the thread's current stream.
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device device);
+  // The same, with the Storage and its control block placed by `alloc` (std::allocate_shared).
+  template <typename Alloc>
+  static std::shared_ptr<Storage> allocate(size_t nbytes, Device device, const Alloc& alloc) {
+    if (device.is_cpu()) return std::allocate_shared<Storage>(alloc, cpu_alloc(nbytes), nbytes);
+    // cuda_alloc checks the device index (and, in a build without CUDA, raises DeviceError).
+    return std::allocate_shared<Storage>(alloc, cuda::cuda_alloc(nbytes, device.index()), nbytes);
+  }
 
   ~Storage();
   Storage(const Storage&) = delete;

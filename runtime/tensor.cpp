@@ -4,6 +4,7 @@
 #include "runtime/dispatch.h"
 #include "runtime/distributed.h"
 #include "runtime/ops/view_grad.h"
+#include "runtime/shared_pair_block.h"
 
 namespace tessera {
 
@@ -21,6 +22,30 @@ void TensorImpl::refresh_contiguous() {
   }
 }
 
+namespace {
+
+// Note [One allocation per new tensor]
+// A new tensor is a TensorImpl (shared by copies of the Tensor) and a Storage (shared with its
+// views), each with a std::shared_ptr control block: with std::make_shared that was two heap
+// allocations, and two more for the sizes and strides vectors. The shapes now live inline (Note
+// [Inline shapes] in runtime/shape.h) and both objects, with their control blocks, are placed in
+// one heap block that is freed when both are gone (the impl usually dies first, the Storage with
+// its last view). The data itself comes from the caching allocator (runtime/allocator.h), which
+// reuses freed blocks. Views made from a tensor are one allocation each (std::make_shared of the
+// TensorImpl). tests/runtime/tensor_allocations_test.cpp counts them.
+// Room for both objects and their control blocks (a vtable pointer, two counts and the
+// allocator beside each object); a piece that does not fit falls back to the heap.
+constexpr size_t kTensorBlockBytes = sizeof(TensorImpl) + sizeof(Storage) + 2 * 48;
+using TensorBlock = detail::SharedPairBlock<kTensorBlockBytes>;
+
+// Releases the builder's reference on the block however make_empty leaves.
+struct BuilderReference {
+  TensorBlock* block;
+  ~BuilderReference() { block->release_builder(); }
+};
+
+}  // namespace
+
 Tensor Tensor::make_empty(const Shape& sizes, DType dtype, Device device, const char* op) {
   const int64_t numel = checked_numel(sizes, op);
   const auto element = static_cast<int64_t>(tessera::element_size(dtype));
@@ -28,8 +53,12 @@ Tensor Tensor::make_empty(const Shape& sizes, DType dtype, Device device, const 
   TS_CHECK_SHAPE(!__builtin_mul_overflow(numel, element, &bytes), "[", op, "] shape ", sizes,
                  " of ", dtype, " needs more bytes than int64 can count (", numel, " elements of ",
                  element, " bytes)");
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::allocate(static_cast<size_t>(bytes), device);
+  const BuilderReference builder{TensorBlock::create()};
+  auto impl = std::allocate_shared<TensorImpl>(
+      detail::SharedPairAllocator<TensorImpl, kTensorBlockBytes>(builder.block));
+  impl->storage =
+      Storage::allocate(static_cast<size_t>(bytes), device,
+                        detail::SharedPairAllocator<Storage, kTensorBlockBytes>(builder.block));
   impl->strides = contiguous_strides(sizes);
   impl->sizes = sizes;
   impl->dtype = dtype;
