@@ -12,13 +12,15 @@ namespace {
 thread_local int64_t t_operator_new_calls = 0;
 }  // namespace
 
-void* operator new(size_t bytes) {
+[[gnu::noinline]] void* operator new(size_t bytes) {
   ++t_operator_new_calls;
   if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
+// Not inlined: GCC would otherwise see free() of a pointer from operator new and warn
+// (-Wmismatched-new-delete), though the pair is this program's own malloc / free.
+[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 using namespace tessera;
 
