@@ -238,6 +238,20 @@ class P2PWork final : public Work {
   mutable std::exception_ptr error_;
 };
 
+// Completes every request, each on its own (Note [Completing every request]), and raises the
+// first failure only once none is left pending: a request left pending could still write into
+// the scratch buffer the next collective uses, or match that collective's messages.
+void wait_every_request(std::vector<MPI_Request>& requests) {
+  int first_failure = MPI_SUCCESS;
+  for (MPI_Request& request : requests) {
+    if (request == MPI_REQUEST_NULL) continue;
+    const int rc = MPI_Wait(&request, MPI_STATUS_IGNORE);
+    request = MPI_REQUEST_NULL;
+    if (rc != MPI_SUCCESS && first_failure == MPI_SUCCESS) first_failure = rc;
+  }
+  if (first_failure != MPI_SUCCESS) throw_mpi_error("MPI_Wait", first_failure);
+}
+
 }  // namespace
 
 ProcessGroupMPI::ProcessGroupMPI(MPI_Comm comm, std::vector<int> world_ranks,
@@ -461,8 +475,7 @@ void ProcessGroupMPI::reduce_scatter(const Call& call, const char* in, char* out
                            to_mpi_count(chunk(to), call.name()), type, to, kCollectiveTag, comm_,
                            &requests.back()));
   }
-  TS_MPI_CHECK(
-      MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+  wait_every_request(requests);
   std::vector<const void*> ins(static_cast<size_t>(n));
   for (int q = 0; q < n; ++q) {
     const int s = (r - q + n) % n;  // q sent to us in step s
