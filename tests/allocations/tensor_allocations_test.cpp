@@ -12,15 +12,39 @@ namespace {
 thread_local int64_t t_operator_new_calls = 0;
 }  // namespace
 
-[[gnu::noinline]] void* operator new(size_t bytes) {
+namespace {
+void* counted_malloc(size_t bytes) {
   ++t_operator_new_calls;
-  if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
+  return std::malloc(bytes == 0 ? 1 : bytes);
+}
+}  // namespace
+
+// Every non-aligned form is replaced, so that each pairs with its own delete here: a sanitizer
+// runtime brings its own operator new[] and nothrow forms (which, unlike libstdc++'s, do not
+// call the plain operator new), and freeing their blocks with std::free is a mismatch it reports.
+// The aligned forms stay the runtime's, new and delete alike. Not inlined: GCC would otherwise
+// see free() of a pointer from operator new and warn (-Wmismatched-new-delete), though the pairs
+// are this program's own malloc / free.
+[[gnu::noinline]] void* operator new(size_t bytes) {
+  if (void* p = counted_malloc(bytes)) return p;
   throw std::bad_alloc();
 }
-// Not inlined: GCC would otherwise see free() of a pointer from operator new and warn
-// (-Wmismatched-new-delete), though the pair is this program's own malloc / free.
+[[gnu::noinline]] void* operator new[](size_t bytes) {
+  if (void* p = counted_malloc(bytes)) return p;
+  throw std::bad_alloc();
+}
+[[gnu::noinline]] void* operator new(size_t bytes, const std::nothrow_t&) noexcept {
+  return counted_malloc(bytes);
+}
+[[gnu::noinline]] void* operator new[](size_t bytes, const std::nothrow_t&) noexcept {
+  return counted_malloc(bytes);
+}
 [[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete[](void* p) noexcept { std::free(p); }
 [[gnu::noinline]] void operator delete(void* p, size_t) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete[](void* p, size_t) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 using namespace tessera;
 
