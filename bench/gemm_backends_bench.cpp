@@ -1,6 +1,7 @@
 // CPU float32 GEMM backends side by side (Note [CPU float32 GEMM choice] in
 // kernels/cpu/linalg.cpp): GFLOP/s of tessera::matmul forced onto each backend this build has
-// (oneDNN, OpenBLAS, Eigen) and on its measured choice ("auto"), on the MLP's products (256 x 512
+// (oneDNN, OpenBLAS, Eigen, and the narrow kernels on outputs of at most 16 columns, "-"
+// elsewhere) and on its measured choice ("auto"), on the MLP's products (256 x 512
 // input, 1024 hidden, 10 outputs: forward, weight gradient X^T @ dY, input gradient dY @ W^T) and
 // 1024 / 2048 squares, at 1 and 2 intra-op threads. The variants alternate round by round
 // (medians), as this VM's speed drifts over seconds. A VM hides the clock, so the peak printed is
@@ -19,6 +20,7 @@
 
 #include "bench/bench_util.h"
 #include "kernels/cpu/gemm_choice.h"
+#include "kernels/cpu/narrow_matmul.h"
 
 namespace ts = tessera;
 using ts::cpu::GemmBackend;
@@ -61,7 +63,8 @@ double median(std::vector<double> v) {
 int main() {
   std::vector<std::optional<GemmBackend>> variants;  // nullopt: the measured choice
   std::vector<std::string> names;
-  for (GemmBackend backend : {GemmBackend::kOneDnn, GemmBackend::kOpenBlas, GemmBackend::kEigen}) {
+  for (GemmBackend backend :
+       {GemmBackend::kOneDnn, GemmBackend::kOpenBlas, GemmBackend::kEigen, GemmBackend::kNarrow}) {
     if (ts::cpu::gemm_backend_available(backend)) {
       variants.emplace_back(backend);
       names.emplace_back(ts::cpu::gemm_backend_name(backend));
@@ -90,14 +93,20 @@ int main() {
           ts::cpu::chosen_gemm_backend(m, n, k, threads, p.a.stride(1) == 1, p.b.stride(1) == 1);
       const double choice_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
+      // The narrow kernels decline wider outputs (the product would time Eigen's fallback).
+      const auto serves = [&](size_t v) {
+        return variants[v] != GemmBackend::kNarrow || n <= ts::cpu::kNarrowGemmMaxN;
+      };
       std::vector<std::vector<double>> seconds(variants.size());
       for (size_t v = 0; v < variants.size(); ++v) {
+        if (!serves(v)) continue;
         const ts::cpu::GemmBackendOverride force(variants[v]);
         for (int w = 0; w < 2; ++w) ts::Tensor c = ts::matmul(p.a, p.b);  // warm-up
       }
       for (int r = 0; r < rounds; ++r) {
         for (size_t j = 0; j < variants.size(); ++j) {
           const size_t v = (j + static_cast<size_t>(r)) % variants.size();
+          if (!serves(v)) continue;
           const ts::cpu::GemmBackendOverride force(variants[v]);
           const auto t0 = std::chrono::steady_clock::now();
           ts::Tensor c = ts::matmul(p.a, p.b);
@@ -108,6 +117,10 @@ int main() {
       fmt::print("  {:<22} {:>16}", p.name, fmt::format("{}x{}x{}", m, k, n));
       double best_backend = 0;
       for (size_t v = 0; v < variants.size(); ++v) {
+        if (!serves(v)) {
+          fmt::print(" {:>9}", "-");
+          continue;
+        }
         const double g = gflop / median(seconds[v]);
         if (variants[v]) best_backend = std::max(best_backend, g);
         best = std::max(best, g / threads);

@@ -9,12 +9,13 @@
 
 namespace tessera::cpu {
 
-enum class GemmBackend { kOneDnn, kOpenBlas, kEigen };
+// kNarrow: Tessera's own kernels for outputs of at most 16 columns (kernels/cpu/narrow_matmul.h).
+enum class GemmBackend { kOneDnn, kOpenBlas, kEigen, kNarrow };
 
-// "onednn", "openblas", "eigen": the names TESSERA_CPU_GEMM takes.
+// "onednn", "openblas", "eigen", "narrow": the names TESSERA_CPU_GEMM takes.
 std::string_view gemm_backend_name(GemmBackend backend);
 
-// Whether this build has the backend (Eigen always).
+// Whether this build has the backend and this CPU runs it (Eigen always).
 bool gemm_backend_available(GemmBackend backend);
 
 // The value of TESSERA_CPU_GEMM: "auto" (nullopt) or a backend's name. Throws Error naming the

@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_choice.h"
+#include "kernels/cpu/narrow_matmul.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/openblas_matmul.h"
 #include "runtime/parallel.h"
@@ -31,7 +32,9 @@ namespace tessera::cpu {
 // machines, oneDNN 2.6's f32 matmul (brg:avx512_core) was reported at ~100 GFLOP/s on one thread
 // where OpenBLAS 0.3.21 reaches ~166, while on Intel Xeons oneDNN's blocking is the one tuned for
 // the caches; which wins also changes with the shape (bench/gemm_backends_bench.cpp prints each
-// backend side by side). So the backend is measured, not guessed, on the CPU the process runs on:
+// backend side by side). Outputs of at most 16 columns have a fourth candidate, Tessera's own
+// narrow kernels (Note [Narrow float32 products] in narrow_matmul.cpp), on CPUs with AVX-512F.
+// So the backend is measured, not guessed, on the CPU the process runs on:
 // - Shape classes: each of M, N, K falls in one of four ranges (<= 16, <= 128, <= 512, larger),
 //   and the class is the three ranges with the OpenMP thread count the product runs on (the
 //   winner at one thread need not be the winner at two) and the operands' layouts, row- or
@@ -53,7 +56,7 @@ namespace tessera::cpu {
 //   ~100 GFLOP/s per thread for a large class, about 4 ms for the MLP's 10-wide layer
 //   (gemm_backends_bench prints it as "choice ms"; a loaded machine stretches it); a training
 //   step touches a handful of classes.
-// - TESSERA_CPU_GEMM=onednn|openblas|eigen forces a backend (auto: the measured choice);
+// - TESSERA_CPU_GEMM=onednn|openblas|eigen|narrow forces a backend (auto: the measured choice);
 //   GemmBackendOverride forces one per thread for the tests and benchmarks.
 // - Threads: Debian's OpenBLAS is the pthread build, whose thread count is process-global and
 //   whose concurrent multi-threaded calls queue on one pool. Rank threads call matmul
@@ -64,8 +67,9 @@ namespace tessera::cpu {
 //   and openblas_matmul splits the product over the caller's OpenMP threads itself: no lock is
 //   held across a product, so none serializes the ranks.
 // A backend that declines a problem (oneDNN without an optimized kernel for the layout, OpenBLAS
-// with dims beyond 32 bits) hands it to Eigen. tools/shardbench's calibration times matmul at
-// one thread through this same choice, so its one-thread figure is the backend the ranks get.
+// with dims beyond 32 bits, the narrow kernels on more than 16 columns) hands it to Eigen.
+// tools/shardbench's calibration times matmul at one thread through this same choice, so its
+// one-thread figure is the backend the ranks get.
 
 namespace {
 
@@ -171,8 +175,8 @@ void eigen_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 constexpr const char* kGemmEnv = "TESSERA_CPU_GEMM";
-constexpr std::array<GemmBackend, 3> kGemmBackends = {GemmBackend::kOneDnn, GemmBackend::kOpenBlas,
-                                                      GemmBackend::kEigen};
+constexpr std::array<GemmBackend, 4> kGemmBackends = {GemmBackend::kOneDnn, GemmBackend::kOpenBlas,
+                                                      GemmBackend::kEigen, GemmBackend::kNarrow};
 
 // out = a @ b (float32, operands in BLAS layout) on `backend`; false when it declines.
 bool run_gemm_backend(GemmBackend backend, const Tensor& out, const Tensor& a, const Tensor& b) {
@@ -184,6 +188,8 @@ bool run_gemm_backend(GemmBackend backend, const Tensor& out, const Tensor& a, c
     case GemmBackend::kEigen:
       eigen_matmul<float>(out, a, b);
       return true;
+    case GemmBackend::kNarrow:
+      return narrow_matmul(out, a, b);
   }
   return false;
 }
@@ -214,6 +220,7 @@ GemmBackend fastest_gemm_backend(int64_t m, int64_t n, int64_t k, int threads, b
   for (GemmBackend backend : kGemmBackends) {
     if (!gemm_backend_available(backend)) continue;
     if (backend == GemmBackend::kEigen && m * n * k > kEigenTrialWork) continue;
+    if (backend == GemmBackend::kNarrow && n > kNarrowGemmMaxN) continue;
     candidates.push_back(backend);
   }
   if (candidates.empty()) return GemmBackend::kEigen;
@@ -354,6 +361,8 @@ std::string_view gemm_backend_name(GemmBackend backend) {
       return "openblas";
     case GemmBackend::kEigen:
       return "eigen";
+    case GemmBackend::kNarrow:
+      return "narrow";
   }
   return "?";
 }
@@ -366,6 +375,8 @@ bool gemm_backend_available(GemmBackend backend) {
       return openblas_available();
     case GemmBackend::kEigen:
       return true;
+    case GemmBackend::kNarrow:
+      return narrow_matmul_available();
   }
   return false;
 }
@@ -380,7 +391,7 @@ std::optional<GemmBackend> parse_gemm_backend(std::string_view value) {
   }
   std::string_view why = "is not a backend";
   for (GemmBackend backend : kGemmBackends) {
-    if (value == gemm_backend_name(backend)) why = "names a backend this build lacks";
+    if (value == gemm_backend_name(backend)) why = "names a backend this build or this CPU lacks";
   }
   throw Error(tessera::detail::concat_message("[matmul] ", kGemmEnv, "=", value, " ", why,
                                               "; valid values: ", valid));

@@ -1,5 +1,6 @@
-// The CPU float32 GEMM backends (oneDNN, OpenBLAS, Eigen), each forced in turn, and the measured
-// choice among them (Note [CPU float32 GEMM choice]) against float64 loops over indices.
+// The CPU float32 GEMM backends (oneDNN, OpenBLAS, Eigen, the narrow kernels), each forced in turn,
+// and the measured choice among them (Note [CPU float32 GEMM choice]) against float64 loops over
+// indices.
 
 #include <dlfcn.h>
 
@@ -23,7 +24,7 @@ using runtime_test::reference_matmul;
 namespace {
 
 const std::vector<GemmBackend> kBackends = {GemmBackend::kOneDnn, GemmBackend::kOpenBlas,
-                                            GemmBackend::kEigen};
+                                            GemmBackend::kEigen, GemmBackend::kNarrow};
 
 // Values in [-1, 1), float32.
 Tensor make(const Shape& shape, uint64_t seed) {
@@ -76,6 +77,16 @@ std::vector<Case> cases() {
       {"broadcast batch in b", make({4, 40, 50}, 27), make({50, 30}, 28).expand({4, 50, 30})},
       {"broadcast batch in a", make({1, 40, 50}, 29).expand({4, 40, 50}), make({4, 50, 30}, 30)},
       {"batched large", make({2, 160, 200}, 31), make({2, 200, 180}, 32)},
+      // Narrow outputs (N <= 16) in both of a's layouts, with K and M off the narrow kernels'
+      // 16- and 32-element blocks (every column count: the narrow test case below).
+      {"narrow n=16 k=37", make({45, 37}, 41), make({37, 16}, 42)},
+      {"narrow n=13 a.t()", make({70, 77}, 43).t(), make({70, 13}, 44)},
+      {"narrow n=7 a.t() b.t()", make({50, 33}, 45).t(), make({7, 50}, 46).t()},
+      {"narrow n=5 b.t() k=3", make({19, 3}, 47), make({5, 3}, 48).t()},
+      {"narrow n=12 column-major slices", make({90, 100}, 49).narrow(0, 5, 80).t(),
+       make({80, 40}, 50).narrow(1, 2, 12)},
+      {"narrow batched n=9", make({3, 20, 50}, 51).transpose(1, 2), make({3, 20, 9}, 52)},
+      {"narrow broadcast batch n=2", make({4, 33, 17}, 53), make({17, 2}, 54).expand({4, 17, 2})},
       {"empty m", make({0, 5}, 33), make({5, 3}, 34)},
       {"empty n", make({4, 5}, 35), make({5, 0}, 36)},
       {"K = 0", make({4, 0}, 37), make({0, 3}, 38)},
@@ -101,12 +112,35 @@ TEST_CASE("every CPU float32 GEMM backend against float64 loops", "[runtime][lin
     const std::string name(cpu::gemm_backend_name(backend));
     if (!cpu::gemm_backend_available(backend)) {
       WARN("skipped " << name
-                      << ": not in this build (TESSERA_ONEDNN / TESSERA_OPENBLAS off, or "
-                         "the package missing at configure time)");
+                      << ": not in this build or on this CPU (TESSERA_ONEDNN / TESSERA_OPENBLAS "
+                         "off, the package missing at configure time, or no AVX-512F for the "
+                         "narrow kernels)");
       continue;
     }
     cpu::GemmBackendOverride force(backend);
     check_cases(name);
+  }
+}
+
+TEST_CASE("the narrow kernels on every output width and layout", "[runtime][linalg][gemm]") {
+  if (!cpu::gemm_backend_available(GemmBackend::kNarrow)) {
+    WARN("skipped: the narrow kernels need x86-64 with AVX-512F, which this CPU lacks");
+    return;
+  }
+  cpu::GemmBackendOverride force(GemmBackend::kNarrow);
+  for (int threads : {1, 2}) {
+    const IntraOpThreadsGuard guard(threads);
+    for (int64_t n = 1; n <= 16; ++n) {
+      const Tensor a = make({37, 21}, static_cast<uint64_t>(100 + n));
+      const Tensor b = make({21, n}, static_cast<uint64_t>(200 + n));
+      const Tensor b_col = make({n, 21}, static_cast<uint64_t>(300 + n)).t();
+      const Tensor a_col = make({21, 37}, static_cast<uint64_t>(400 + n)).t();
+      for (const auto& [x, y] : {std::pair{a, b}, {a, b_col}, {a_col, b}, {a_col, b_col}}) {
+        INFO(threads << " thread(s), n = " << n << ", a strides " << x.strides() << ", b strides "
+                     << y.strides());
+        CHECK(mismatches(x, y, reference_matmul(x, y)) == 0);
+      }
+    }
   }
 }
 

@@ -1,0 +1,264 @@
+// Float32 products with at most 16 output columns, in AVX-512 (kernels/cpu/narrow_matmul.h).
+//
+// Note [Narrow float32 products]
+// oneDNN 2.6 and OpenBLAS 0.3.21 block for wide outputs: on an output 10 columns wide (the MLP's
+// classifier layer and its gradients) both ran at 33-47 GFLOP/s on one EPYC thread, against
+// ~105 on the large products (bench/gemm_backends_bench), so those layers cost about as much as
+// their 100x larger neighbours' tenth. These kernels keep the whole narrow output of a block of
+// rows in registers, one pass over a, in either of a's layouts:
+// - a column-major (autograd's x^T @ dy): a's rows are contiguous along M, so a block of 16 or 32
+//   output rows is one or two vectors per column, accumulated over K as out[rows, j] +=
+//   a[rows, p] * b[p, j] with b[p, j] broadcast: every lane useful, up to 24 accumulators.
+// - a row-major (h @ w2): K is contiguous, so each output is a dot product of a row of a with a
+//   column of b (b packed as b^T first unless it is column-major already), 4 rows x up to 5
+//   columns of accumulators, each summed across its lanes at the end.
+// They take every shape with N <= 16 and are one more candidate of the measured choice
+// (Note [CPU float32 GEMM choice] in linalg.cpp), which keeps them only where they win.
+// Written with intrinsics under function target attributes rather than as an ISA variant
+// (Note [CPU ISA variants]): they use no Eigen, so nothing depends on -march, and they run only
+// when the CPU reports AVX-512F. `#pragma GCC unroll` keeps the accumulator arrays in registers
+// (without it GCC stored them to the stack on every step of K, at half the speed).
+
+#include "kernels/cpu/narrow_matmul.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/onednn_matmul.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TS_NARROW_GEMM 1
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+// GCC 12's own avx512fintrin.h trips these wherever its intrinsics inline (`__m512 __Y = __Y;`
+// in _mm512_undefined_ps, GCC PR 105593, fixed in GCC 13), as in the AVX-512 kernel variant
+// (kernels/CMakeLists.txt).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#else
+#define TS_NARROW_GEMM 0
+#endif
+
+namespace tessera::cpu {
+
+#if TS_NARROW_GEMM
+
+namespace {
+
+#define TS_AVX512 __attribute__((target("avx512f,fma")))
+
+// Lanes [0, count) of a vector, count <= 16.
+TS_AVX512 inline __mmask16 first_lanes(int64_t count) {
+  return count >= 16 ? static_cast<__mmask16>(0xFFFF)
+                     : static_cast<__mmask16>((1u << static_cast<unsigned>(count)) - 1u);
+}
+
+// ---- a column-major: a(i, p) at a[p * lda + i]; b(p, j) at b[p * sbk + j * sbn] ----
+
+// c[0, rows) x [0, C) = a[0, rows) x [0, k) @ b[0, k) x [0, C), rows <= 16 V, c row-major (ldc).
+template <int V, int C>
+TS_AVX512 void columns_block(const float* a, int64_t lda, const float* b, int64_t sbk, int64_t sbn,
+                             int64_t k, float* c, int64_t ldc, int64_t rows) {
+  __mmask16 mask[V];
+#pragma GCC unroll 16
+  for (int v = 0; v < V; ++v) mask[v] = first_lanes(std::max<int64_t>(0, rows - 16 * v));
+  __m512 acc[V][C];
+#pragma GCC unroll 16
+  for (int v = 0; v < V; ++v) {
+#pragma GCC unroll 16
+    for (int j = 0; j < C; ++j) acc[v][j] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < k; ++p) {
+    __m512 av[V];
+#pragma GCC unroll 16
+    for (int v = 0; v < V; ++v) av[v] = _mm512_maskz_loadu_ps(mask[v], a + p * lda + 16 * v);
+#pragma GCC unroll 16
+    for (int j = 0; j < C; ++j) {
+      const __m512 bj = _mm512_set1_ps(b[p * sbk + j * sbn]);
+#pragma GCC unroll 16
+      for (int v = 0; v < V; ++v) acc[v][j] = _mm512_fmadd_ps(av[v], bj, acc[v][j]);
+    }
+  }
+  // The accumulators hold columns of c: through a tile to c's rows.
+  alignas(64) float tile[C][16 * V];
+#pragma GCC unroll 16
+  for (int v = 0; v < V; ++v) {
+#pragma GCC unroll 16
+    for (int j = 0; j < C; ++j) _mm512_store_ps(&tile[j][16 * v], acc[v][j]);
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int j = 0; j < C; ++j) c[i * ldc + j] = tile[j][i];
+  }
+}
+
+// Rows [0, m) of c, C columns; up to 24 accumulators (two vectors of rows up to 12 columns).
+template <int C>
+TS_AVX512 void columns_rows(const float* a, int64_t lda, const float* b, int64_t sbk, int64_t sbn,
+                            int64_t m, int64_t k, float* c) {
+  constexpr int kVectors = C <= 12 ? 2 : 1;
+  constexpr int64_t kRows = 16 * kVectors;
+  for (int64_t i = 0; i < m; i += kRows) {
+    columns_block<kVectors, C>(a + i, lda, b, sbk, sbn, k, c + i * C, C, std::min(kRows, m - i));
+  }
+}
+
+template <int C>
+TS_AVX512 void run_columns(const float* a, int64_t lda, const float* b, int64_t sbk, int64_t sbn,
+                           int64_t m, int64_t n, int64_t k, float* c) {
+  if constexpr (C > 1) {
+    if (n < C) return run_columns<C - 1>(a, lda, b, sbk, sbn, m, n, k, c);
+  }
+  columns_rows<C>(a, lda, b, sbk, sbn, m, k, c);
+}
+
+// ---- a row-major: a(i, p) at a[i * lda + p]; bt(j, p) = b(p, j) at bt[j * ldbt + p] ----
+
+// c[0, R) x [0, C) = dot products of R rows of a with C rows of bt, c row-major (ldc).
+template <int R, int C>
+TS_AVX512 void dots_block(const float* a, int64_t lda, const float* bt, int64_t ldbt, int64_t k,
+                          float* c, int64_t ldc) {
+  __m512 acc[R][C];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+    for (int j = 0; j < C; ++j) acc[r][j] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < k; p += 16) {
+    const __mmask16 mask = first_lanes(k - p);
+    __m512 bv[C];
+#pragma GCC unroll 16
+    for (int j = 0; j < C; ++j) bv[j] = _mm512_maskz_loadu_ps(mask, bt + j * ldbt + p);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_maskz_loadu_ps(mask, a + r * lda + p);
+#pragma GCC unroll 16
+      for (int j = 0; j < C; ++j) acc[r][j] = _mm512_fmadd_ps(av, bv[j], acc[r][j]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+    for (int j = 0; j < C; ++j) c[r * ldc + j] = _mm512_reduce_add_ps(acc[r][j]);
+  }
+}
+
+// R rows of c, all n columns, in blocks of at most 5 as even as they go (10 = 5 + 5, 16 = 4 x 4):
+// 4 rows x 5 columns was the fastest block on 256 x 1024 x 10 (89 GFLOP/s on the EPYC against 75
+// for 4 x 4 + 4 x 2), and a ragged last block of 1 or 2 columns would reload the rows for little.
+template <int R>
+TS_AVX512 void dots_rows(const float* a, int64_t lda, const float* bt, int64_t ldbt, int64_t n,
+                         int64_t k, float* c) {
+  const int64_t blocks = (n + 4) / 5;
+  int64_t j = 0;
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t width = n / blocks + (blk < n % blocks ? 1 : 0);
+    const float* btj = bt + j * ldbt;
+    switch (width) {
+      case 5:
+        dots_block<R, 5>(a, lda, btj, ldbt, k, c + j, n);
+        break;
+      case 4:
+        dots_block<R, 4>(a, lda, btj, ldbt, k, c + j, n);
+        break;
+      case 3:
+        dots_block<R, 3>(a, lda, btj, ldbt, k, c + j, n);
+        break;
+      case 2:
+        dots_block<R, 2>(a, lda, btj, ldbt, k, c + j, n);
+        break;
+      default:
+        dots_block<R, 1>(a, lda, btj, ldbt, k, c + j, n);
+        break;
+    }
+    j += width;
+  }
+}
+
+TS_AVX512 void run_dots(const float* a, int64_t lda, const float* bt, int64_t ldbt, int64_t m,
+                        int64_t n, int64_t k, float* c) {
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) dots_rows<4>(a + i * lda, lda, bt, ldbt, n, k, c + i * n);
+  for (; i < m; ++i) dots_rows<1>(a + i * lda, lda, bt, ldbt, n, k, c + i * n);
+}
+
+#undef TS_AVX512
+
+// Rows of the output per task: whole vectors of the column-major kernel's blocks.
+constexpr int64_t kRowAlign = 32;
+
+}  // namespace
+
+bool narrow_matmul_available() {
+  static const bool available = __builtin_cpu_supports("avx512f");
+  return available;
+}
+
+bool narrow_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+  TS_INTERNAL_ASSERT(out.dtype() == kFloat32, "[matmul] narrow path called with dtype ",
+                     out.dtype());
+  const int64_t m = out.size(-2), n = out.size(-1), k = a.size(-1);
+  if (n > kNarrowGemmMaxN || !narrow_matmul_available()) return false;
+  const MatrixLayout la = *blas_layout(a);
+  const MatrixLayout lb = *blas_layout(b);
+  const int64_t batch = out.numel() / (m * n);
+  const std::vector<int64_t> off_a = batch_offsets(a, batch);
+  const std::vector<int64_t> off_b = batch_offsets(b, batch);
+  const float* pa = static_cast<const float*>(a.raw_data());
+  const float* pb = static_cast<const float*>(b.raw_data());
+  float* pc = static_cast<float*>(out.raw_data());
+
+  // Batches, each cut into blocks of rows when there are fewer batches than threads.
+  const int threads = omp_get_max_threads();
+  int64_t block = m;
+  if (batch < threads) {
+    block = std::max(kRowAlign, (m + threads - 1) / threads);
+    block = (block + kRowAlign - 1) / kRowAlign * kRowAlign;
+  }
+  const int64_t parts = (m + block - 1) / block;
+  const int64_t tasks = batch * parts;
+  const auto run = [&](int64_t task) {
+    const int64_t i = task / parts;
+    const int64_t begin = task % parts * block;
+    const int64_t rows = std::min(block, m - begin);
+    const float* ai = pa + off_a[static_cast<size_t>(i)];
+    const float* bi = pb + off_b[static_cast<size_t>(i)];
+    float* ci = pc + i * m * n + begin * n;
+    if (!la.row_major) {
+      const int64_t sbk = lb.row_major ? lb.ld : 1, sbn = lb.row_major ? 1 : lb.ld;
+      run_columns<kNarrowGemmMaxN>(ai + begin, la.ld, bi, sbk, sbn, rows, n, k, ci);
+      return;
+    }
+    if (!lb.row_major) {  // b's columns are bt's rows already
+      run_dots(ai + begin * la.ld, la.ld, bi, lb.ld, rows, n, k, ci);
+      return;
+    }
+    // b^T packed per task: n x k, a k-th of the task's multiply-adds or less.
+    thread_local std::vector<float> bt;
+    bt.resize(static_cast<size_t>(n * k));
+    for (int64_t p = 0; p < k; ++p) {
+      for (int64_t j = 0; j < n; ++j) bt[static_cast<size_t>(j * k + p)] = bi[p * lb.ld + j];
+    }
+    run_dots(ai + begin * la.ld, la.ld, bt.data(), k, rows, n, k, ci);
+  };
+  if (threads == 1 || tasks == 1) {
+    for (int64_t t = 0; t < tasks; ++t) run(t);
+  } else {
+#pragma omp parallel for num_threads(static_cast <int>(std::min <int64_t>(threads, tasks))) \
+    schedule(static)
+    for (int64_t t = 0; t < tasks; ++t) run(t);
+  }
+  return true;
+}
+
+#else  // not x86-64 with GCC or Clang
+
+bool narrow_matmul_available() { return false; }
+
+bool narrow_matmul(const Tensor&, const Tensor&, const Tensor&) { return false; }
+
+#endif
+
+}  // namespace tessera::cpu
