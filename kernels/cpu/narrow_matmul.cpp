@@ -24,6 +24,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/cpu/onednn_matmul.h"
@@ -184,6 +185,27 @@ TS_AVX512 void run_dots(const float* a, int64_t lda, const float* bt, int64_t ld
   for (; i < m; ++i) dots_rows<1>(a + i * lda, lda, bt, ldbt, n, k, c + i * n);
 }
 
+// bt[j * k + p] = b[p * ldb + j] for p < k, j < n: b^T packed, 16 rows of b per gather.
+TS_AVX512 void pack_transposed(const float* b, int64_t ldb, int64_t n, int64_t k, float* bt) {
+  if (ldb > INT32_MAX / 16) {  // gather offsets are 32-bit
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t p = 0; p < k; ++p) bt[j * k + p] = b[p * ldb + j];
+    }
+    return;
+  }
+  const __m512i rows =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(static_cast<int>(ldb)));
+  for (int64_t p = 0; p < k; p += 16) {
+    const __mmask16 mask = first_lanes(k - p);
+    for (int64_t j = 0; j < n; ++j) {
+      const __m512 column =
+          _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, rows, b + p * ldb + j, 4);
+      _mm512_mask_storeu_ps(bt + j * k + p, mask, column);
+    }
+  }
+}
+
 #undef TS_AVX512
 
 // Rows of the output per task: whole vectors of the column-major kernel's blocks.
@@ -238,9 +260,7 @@ bool narrow_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
     // b^T packed per task: n x k, a k-th of the task's multiply-adds or less.
     thread_local std::vector<float> bt;
     bt.resize(static_cast<size_t>(n * k));
-    for (int64_t p = 0; p < k; ++p) {
-      for (int64_t j = 0; j < n; ++j) bt[static_cast<size_t>(j * k + p)] = bi[p * lb.ld + j];
-    }
+    pack_transposed(bi, lb.ld, n, k, bt.data());
     run_dots(ai + begin * la.ld, la.ld, bt.data(), k, rows, n, k, ci);
   };
   if (threads == 1 || tasks == 1) {
