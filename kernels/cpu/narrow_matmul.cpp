@@ -257,11 +257,12 @@ bool narrow_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
       run_dots(ai + begin * la.ld, la.ld, bi, lb.ld, rows, n, k, ci);
       return;
     }
-    // b^T packed per task: n x k, a k-th of the task's multiply-adds or less.
-    thread_local std::vector<float> bt;
-    bt.resize(static_cast<size_t>(n * k));
-    pack_transposed(bi, lb.ld, n, k, bt.data());
-    run_dots(ai + begin * la.ld, la.ld, bt.data(), k, rows, n, k, ci);
+    // b^T packed per task: n x k, a k-th of the task's multiply-adds or less. From the caching
+    // allocator, which reuses the block call after call within its bounds (fresh pages are slow).
+    const Tensor bt = Tensor::make_empty({n, k}, kFloat32, Device::cpu());
+    float* pbt = static_cast<float*>(bt.raw_data());
+    pack_transposed(bi, lb.ld, n, k, pbt);
+    run_dots(ai + begin * la.ld, la.ld, pbt, k, rows, n, k, ci);
   };
   if (threads == 1 || tasks == 1) {
     for (int64_t t = 0; t < tasks; ++t) run(t);
