@@ -21,12 +21,11 @@
 
 #include "kernels/cpu/narrow_matmul.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/gemm_tasks.h"
 #include "kernels/cpu/onednn_matmul.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -149,6 +148,16 @@ TS_AVX512 void dots_block(const float* a, int64_t lda, const float* bt, int64_t 
 // R rows of c, all n columns, in blocks of at most 5 as even as they go (10 = 5 + 5, 16 = 4 x 4):
 // 4 rows x 5 columns was the fastest block on 256 x 1024 x 10 (89 GFLOP/s on the EPYC against 75
 // for 4 x 4 + 4 x 2), and a ragged last block of 1 or 2 columns would reload the rows for little.
+// dots_block for a block `width` <= C columns wide.
+template <int R, int C>
+TS_AVX512 void dots_block_of_width(int64_t width, const float* a, int64_t lda, const float* bt,
+                                   int64_t ldbt, int64_t k, float* c, int64_t ldc) {
+  if constexpr (C > 1) {
+    if (width < C) return dots_block_of_width<R, C - 1>(width, a, lda, bt, ldbt, k, c, ldc);
+  }
+  dots_block<R, C>(a, lda, bt, ldbt, k, c, ldc);
+}
+
 template <int R>
 TS_AVX512 void dots_rows(const float* a, int64_t lda, const float* bt, int64_t ldbt, int64_t n,
                          int64_t k, float* c) {
@@ -156,24 +165,7 @@ TS_AVX512 void dots_rows(const float* a, int64_t lda, const float* bt, int64_t l
   int64_t j = 0;
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const int64_t width = n / blocks + (blk < n % blocks ? 1 : 0);
-    const float* btj = bt + j * ldbt;
-    switch (width) {
-      case 5:
-        dots_block<R, 5>(a, lda, btj, ldbt, k, c + j, n);
-        break;
-      case 4:
-        dots_block<R, 4>(a, lda, btj, ldbt, k, c + j, n);
-        break;
-      case 3:
-        dots_block<R, 3>(a, lda, btj, ldbt, k, c + j, n);
-        break;
-      case 2:
-        dots_block<R, 2>(a, lda, btj, ldbt, k, c + j, n);
-        break;
-      default:
-        dots_block<R, 1>(a, lda, btj, ldbt, k, c + j, n);
-        break;
-    }
+    dots_block_of_width<R, 5>(width, a, lda, bt + j * ldbt, ldbt, k, c + j, n);
     j += width;
   }
 }
@@ -208,7 +200,7 @@ TS_AVX512 void pack_transposed(const float* b, int64_t ldb, int64_t n, int64_t k
 
 #undef TS_AVX512
 
-// Rows of the output per task: whole vectors of the column-major kernel's blocks.
+// Rows of the output per piece: whole vectors of the column-major kernel's blocks.
 constexpr int64_t kRowAlign = 32;
 
 }  // namespace
@@ -233,18 +225,7 @@ bool narrow_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   float* pc = static_cast<float*>(out.raw_data());
 
   // Batches, each cut into blocks of rows when there are fewer batches than threads.
-  const int threads = omp_get_max_threads();
-  int64_t block = m;
-  if (batch < threads) {
-    block = std::max(kRowAlign, (m + threads - 1) / threads);
-    block = (block + kRowAlign - 1) / kRowAlign * kRowAlign;
-  }
-  const int64_t parts = (m + block - 1) / block;
-  const int64_t tasks = batch * parts;
-  const auto run = [&](int64_t task) {
-    const int64_t i = task / parts;
-    const int64_t begin = task % parts * block;
-    const int64_t rows = std::min(block, m - begin);
+  for_each_gemm_piece(batch, m, kRowAlign, [&](int64_t i, int64_t begin, int64_t rows) {
     const float* ai = pa + off_a[static_cast<size_t>(i)];
     const float* bi = pb + off_b[static_cast<size_t>(i)];
     float* ci = pc + i * m * n + begin * n;
@@ -257,20 +238,13 @@ bool narrow_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
       run_dots(ai + begin * la.ld, la.ld, bi, lb.ld, rows, n, k, ci);
       return;
     }
-    // b^T packed per task: n x k, a k-th of the task's multiply-adds or less. From the caching
+    // b^T packed per piece: n x k, a k-th of the piece's multiply-adds or less. From the caching
     // allocator, which reuses the block call after call within its bounds (fresh pages are slow).
     const Tensor bt = Tensor::make_empty({n, k}, kFloat32, Device::cpu());
     float* pbt = static_cast<float*>(bt.raw_data());
     pack_transposed(bi, lb.ld, n, k, pbt);
     run_dots(ai + begin * la.ld, la.ld, pbt, k, rows, n, k, ci);
-  };
-  if (threads == 1 || tasks == 1) {
-    for (int64_t t = 0; t < tasks; ++t) run(t);
-  } else {
-#pragma omp parallel for num_threads(static_cast <int>(std::min <int64_t>(threads, tasks))) \
-    schedule(static)
-    for (int64_t t = 0; t < tasks; ++t) run(t);
-  }
+  });
   return true;
 }
 

@@ -4,7 +4,6 @@
 #include "kernels/cpu/openblas_matmul.h"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <climits>
@@ -12,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/cpu/gemm_tasks.h"
 #include "kernels/cpu/onednn_matmul.h"
 
 namespace tessera::cpu {
@@ -94,39 +94,20 @@ bool openblas_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   const float* pb = static_cast<const float*>(b.raw_data());
   float* pc = static_cast<float*>(out.raw_data());
 
-  // Enough batches keep every thread busy with whole products; otherwise each product's longer
-  // output dim is cut into one block per thread (each thread packs the whole other operand).
-  const int threads = omp_get_max_threads();
+  // Each product's longer output dim is the one cut when there are fewer products than threads
+  // (each thread packs the whole other operand).
   const bool split_rows = m >= n;
-  const int64_t extent = split_rows ? m : n;
-  int64_t parts = 1;
-  int64_t block = extent;
-  if (batch < threads) {
-    block = std::max(kSplitAlign, (extent + threads - 1) / threads);
-    block = (block + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
-    parts = (extent + block - 1) / block;
-  }
-  const int64_t tasks = batch * parts;
-  const auto run = [&](int64_t task) {
-    const int64_t i = task / parts;
-    const int64_t begin = task % parts * block;
-    const int64_t len = std::min(block, extent - begin);
-    const float* ai = pa + off_a[static_cast<size_t>(i)];
-    const float* bi = pb + off_b[static_cast<size_t>(i)];
-    float* ci = pc + i * m * n;
-    if (split_rows) {
-      sgemm(len, n, k, ai + begin * (la.row_major ? la.ld : 1), la, bi, lb, ci + begin * n, n);
-    } else {
-      sgemm(m, len, k, ai, la, bi + begin * (lb.row_major ? 1 : lb.ld), lb, ci + begin, n);
-    }
-  };
-  if (threads == 1 || tasks == 1) {
-    for (int64_t t = 0; t < tasks; ++t) run(t);
-  } else {
-#pragma omp parallel for num_threads(static_cast <int>(std::min <int64_t>(threads, tasks))) \
-    schedule(static)
-    for (int64_t t = 0; t < tasks; ++t) run(t);
-  }
+  for_each_gemm_piece(
+      batch, split_rows ? m : n, kSplitAlign, [&](int64_t i, int64_t begin, int64_t len) {
+        const float* ai = pa + off_a[static_cast<size_t>(i)];
+        const float* bi = pb + off_b[static_cast<size_t>(i)];
+        float* ci = pc + i * m * n;
+        if (split_rows) {
+          sgemm(len, n, k, ai + begin * (la.row_major ? la.ld : 1), la, bi, lb, ci + begin * n, n);
+        } else {
+          sgemm(m, len, k, ai, la, bi + begin * (lb.row_major ? 1 : lb.ld), lb, ci + begin, n);
+        }
+      });
   return true;
 }
 
