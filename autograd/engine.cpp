@@ -225,7 +225,11 @@ std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> 
       if (grads[i].defined()) {
         Tensor grad = validate(*node, i, std::move(grads[i]), child->input_metadata()[e.input_nr]);
         Tensor& slot = slots[first_slot[c] + e.input_nr];
-        slot = slot.defined() ? sum_gradients(slot, grad) : std::move(grad);
+        if (slot.defined()) {
+          accumulate_gradient(slot, grad);
+        } else {
+          slot = std::move(grad);
+        }
       }
       if (--g.deps[c] == 0) ready.push_back(static_cast<int>(c));
     }

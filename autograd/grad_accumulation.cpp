@@ -33,6 +33,16 @@ Tensor sum_gradients(const Tensor& a, const Tensor& b) {
   return any_requires_grad(a, b) ? SumGradients::apply(a, b) : tessera::add(a, b);
 }
 
+void accumulate_gradient(Tensor& sum, const Tensor& g) {
+  const bool unshared = sum.impl_ptr().use_count() == 1 && sum.storage().use_count() == 1;
+  if (!is_grad_enabled() && unshared && !sum.requires_grad() && sum.is_contiguous() &&
+      sum.sizes() == g.sizes() && sum.dtype() == g.dtype() && sum.device() == g.device()) {
+    sum += g;
+    return;
+  }
+  sum = sum_gradients(sum, g);
+}
+
 Tensor copy_gradient(const Tensor& g) {
   return any_requires_grad(g) ? CopyGradient::apply(g) : g.clone();
 }

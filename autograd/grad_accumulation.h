@@ -9,6 +9,10 @@ namespace tessera::autograd {
 
 // a + b (same shape and dtype); recorded when grad mode is on and either requires grad.
 Tensor sum_gradients(const Tensor& a, const Tensor& b);
+// Adds g to `sum`, a gradient buffer only the caller holds (the engine's slot of one node input):
+// in place when nothing records and no other tensor shares sum's storage, as PyTorch's
+// InputBuffer, which spares a fresh buffer per extra path; sum_gradients otherwise.
+void accumulate_gradient(Tensor& sum, const Tensor& g);
 // A copy of g in fresh contiguous storage; recorded like sum_gradients.
 Tensor copy_gradient(const Tensor& g);
 

@@ -42,6 +42,44 @@ TEST_CASE("a tensor used twice by one Function, and grads accumulating across ca
   CHECK_FALSE(x.grad().defined());
 }
 
+// Returns its input; its backward hands back `kept`, a tensor it also keeps.
+struct PassKeptFn : Function<PassKeptFn> {
+  static inline Tensor kept;
+  static const char* name() { return "PassKeptFn"; }
+  static Tensor forward(AutogradContext* /*ctx*/, const Tensor& x) { return x.clone(); }
+  static std::vector<Tensor> backward(AutogradContext* /*ctx*/, std::vector<Tensor> /*grads*/) {
+    return {kept};
+  }
+};
+
+TEST_CASE("gradients meeting at a node are summed, never into a tensor another holds",
+          "[autograd]") {
+  // Summed in place where the first gradient is a fresh tensor only the engine holds.
+  Tensor x = leaf({0.3, 1.2}, Shape{2});
+  Tensor h = ScaleFn::apply(x, 2.0);
+  SumFn::apply(MulFn::apply(SquareFn::apply(h), ExpFn::apply(h))).backward();
+  std::vector<double> expected;
+  for (double v : {0.6, 2.4}) expected.push_back(2.0 * (2 * v * std::exp(v) + v * v * std::exp(v)));
+  check_values(x.grad(), expected);
+
+  // The caller's gradient reaches h's node on both paths: it is not written.
+  Tensor x2 = leaf({1.0, -2.0}, Shape{2});
+  Tensor h2 = ScaleFn::apply(x2, 3.0);
+  const Tensor g = full({2}, 0.5, kFloat64);
+  AddFn::apply(h2, h2).backward(g);
+  check_values(g, {0.5, 0.5});
+  check_values(x2.grad(), {3.0, 3.0});
+
+  // A Function's backward returns a tensor it keeps: summing into it would change it.
+  PassKeptFn::kept = full({2}, 1.0, kFloat64);
+  Tensor x3 = leaf({1.0, -2.0}, Shape{2});
+  Tensor h3 = ScaleFn::apply(x3, 1.0);
+  SumFn::apply(AddFn::apply(PassKeptFn::apply(h3), ScaleFn::apply(h3, 4.0))).backward();
+  check_values(PassKeptFn::kept, {1.0, 1.0});
+  check_values(x3.grad(), {5.0, 5.0});
+  PassKeptFn::kept = Tensor();
+}
+
 TEST_CASE("backward with an explicit gradient on a non-scalar", "[autograd]") {
   Tensor x = leaf({1, 2, 3, 4, 5, 6}, Shape{2, 3});
   Tensor y = ScaleFn::apply(x, 3.0);
