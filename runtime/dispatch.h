@@ -49,6 +49,11 @@ struct KernelTable {
   // a [batch..., M, K], b [batch..., K, N] with equal (already broadcast) batch dims, any strides;
   // out [batch..., M, N] contiguous; all three of one floating or integral dtype.
   void (*matmul)(const Tensor& out, const Tensor& a, const Tensor& b) = nullptr;
+  // out = a @ b + bias as matmul, bias [N] (out's last dim, contiguous, out's dtype) added to
+  // every row in the product's own pass. Returns false, computing nothing, where the backend
+  // does not fuse it: the caller then runs matmul and adds the bias. May be null.
+  bool (*matmul_bias)(const Tensor& out, const Tensor& a, const Tensor& b,
+                      const Tensor& bias) = nullptr;
 
   // Along `dim` of in (same shape/dtype as out, floating). log selects log_softmax.
   void (*softmax)(const Tensor& out, const Tensor& in, int64_t dim, bool log) = nullptr;

@@ -1,6 +1,6 @@
-// Backward formulas of matmul, mm and bmm (runtime/ops/linalg.cpp). One formula covers them all:
-// a 1-D operand is a row (a) or column (b) matrix, and a gradient of a broadcast batch dim is
-// summed back (sum_to). See Note [Recording ops for autograd] in runtime/autograd_hooks.h.
+// Backward formulas of matmul, mm, bmm and linear (runtime/ops/linalg.cpp). One formula covers the
+// products: a 1-D operand is a row (a) or column (b) matrix, and a gradient of a broadcast batch
+// dim is summed back (sum_to). See Note [Recording ops for autograd] in runtime/autograd_hooks.h.
 
 #include <memory>
 #include <utility>
@@ -64,6 +64,54 @@ class MatmulBackward final : public FormulaNode {
   Shape b_sizes_;
 };
 
+// linear's product and bias as one node, as PyTorch's addmm: grad_x = grad @ weight, grad_weight
+// = grad^T @ x with the batch dims folded into the rows (so it comes out [N, K], weight's own
+// layout, instead of a transposed [K, N] view), grad_bias = grad summed over the rows.
+class LinearBackward final : public FormulaNode {
+ public:
+  explicit LinearBackward(Shape x_sizes)
+      : FormulaNode("LinearBackward0"), x_sizes_(std::move(x_sizes)) {}
+  SavedTensor x;
+  SavedTensor weight;
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor()};
+    const int64_t in_features = x_sizes_.back();
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < x_sizes_.size(); ++d) rows *= x_sizes_[d];
+    const Tensor g2 = grads[0].reshape({rows, grads[0].size(-1)});
+    Tensor grad_x;
+    Tensor grad_weight;
+    Tensor grad_bias;
+    if (needs_input_grad(0)) grad_x = matmul(g2, weight.unpack(*this)).reshape(x_sizes_);
+    if (needs_input_grad(1)) {
+      grad_weight = matmul(g2.t(), x.unpack(*this).reshape({rows, in_features}));
+    }
+    if (needs_input_grad(2)) grad_bias = sum(g2, {0});
+    return {grad_x, grad_weight, grad_bias};
+  }
+  void release_variables() override {
+    x.release();
+    weight.release();
+  }
+
+ private:
+  Shape x_sizes_;
+};
+
+Tensor linear_recorded(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = linear(x, weight, bias);
+  }
+  auto node = std::make_shared<LinearBackward>(x.sizes());
+  record(node, {x, weight, bias}, {&out});
+  if (node->needs_input_grad(1)) node->x = SavedTensor(x, /*is_output=*/false);
+  if (node->needs_input_grad(0)) node->weight = SavedTensor(weight, /*is_output=*/false);
+  return out;
+}
+
 Tensor record_product(const char* name, Tensor out, const Tensor& a, const Tensor& b) {
   auto node = std::make_shared<MatmulBackward>(name, a.sizes(), b.sizes());
   record(node, {a, b}, {&out});
@@ -118,6 +166,7 @@ void install_grad_hooks(LinalgGradHooks& hooks) {
   hooks.matmul = &autograd::matmul_recorded;
   hooks.mm = &autograd::mm_recorded;
   hooks.bmm = &autograd::bmm_recorded;
+  hooks.linear = &autograd::linear_recorded;
 }
 
 }  // namespace tessera

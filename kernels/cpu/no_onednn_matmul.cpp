@@ -8,6 +8,6 @@ namespace tessera::cpu {
 
 bool onednn_available() { return false; }
 
-bool onednn_matmul(const Tensor&, const Tensor&, const Tensor&) { return false; }
+bool onednn_matmul(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { return false; }
 
 }  // namespace tessera::cpu

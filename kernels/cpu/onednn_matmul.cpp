@@ -121,16 +121,28 @@ struct CachedMatmul {
   bool supported = false;
   dnnl::matmul primitive;
   std::array<memory, 3> mem;  // out, a, b: their data handles are set per call
+  memory bias;                // likewise, when the primitive adds a bias
   std::unordered_map<int, memory> args;
 };
 
-CachedMatmul create(const Geometry& g, memory::data_type type, const dnnl::engine& engine) {
+// A bias row [1, ..., 1, N] broadcast over out's other dims, as oneDNN's bias argument expects.
+memory::desc bias_desc(const memory::dims& out_dims, memory::data_type type) {
+  memory::dims dims(out_dims.size(), 1);
+  dims.back() = out_dims.back();
+  memory::dims strides(out_dims.size(), out_dims.back());
+  strides.back() = 1;
+  return TS_DNNL_CALL(kOp, memory::desc(dims, type, strides));
+}
+
+CachedMatmul create(const Geometry& g, memory::data_type type, bool with_bias,
+                    const dnnl::engine& engine) {
   CachedMatmul entry;
   std::array<memory::desc, 3> mds;
   for (size_t k = 0; k < 3; ++k) {
     mds[k] = TS_DNNL_CALL(kOp, memory::desc(g.dims[k], type, g.strides[k]));
   }
-  const auto desc = TS_DNNL_CALL(kOp, dnnl::matmul::desc(mds[1], mds[2], mds[0]));
+  const memory::desc bias_md = with_bias ? bias_desc(g.dims[0], type) : memory::desc();
+  const auto desc = TS_DNNL_CALL(kOp, dnnl::matmul::desc(mds[1], mds[2], bias_md, mds[0]));
   const auto pd = TS_DNNL_CALL(kOp, dnnl::matmul::primitive_desc(desc, engine, true));
   if (!pd || std::string_view(pd.impl_info_str()).starts_with("ref")) return entry;
   entry.primitive = TS_DNNL_CALL(kOp, dnnl::matmul(pd));
@@ -139,6 +151,10 @@ CachedMatmul create(const Geometry& g, memory::data_type type, const dnnl::engin
   }
   entry.args = {
       {DNNL_ARG_DST, entry.mem[0]}, {DNNL_ARG_SRC, entry.mem[1]}, {DNNL_ARG_WEIGHTS, entry.mem[2]}};
+  if (with_bias) {
+    entry.bias = TS_DNNL_CALL(kOp, memory(bias_md, engine, DNNL_MEMORY_NONE));
+    entry.args.emplace(DNNL_ARG_BIAS, entry.bias);
+  }
   entry.supported = true;
   return entry;
 }
@@ -197,24 +213,31 @@ DnnlContext& context() {
 
 bool onednn_available() { return true; }
 
-bool onednn_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+bool onednn_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
   const std::optional<Geometry> g = describe(out, a, b);
   if (!g) return false;
   const memory::data_type type = dnnl_dtype(out.dtype());
+  const bool with_bias = bias.defined();
+  TS_INTERNAL_ASSERT(!with_bias || (bias.dim() == 1 && bias.size(0) == out.size(-1) &&
+                                    bias.is_contiguous() && bias.dtype() == out.dtype()),
+                     "[matmul] oneDNN bias of shape ", bias.sizes(), " for an output of shape ",
+                     out.sizes());
   // Primitives pick their blocking for the thread count they are created under.
-  Key key{static_cast<int64_t>(type), omp_get_max_threads()};
+  Key key{static_cast<int64_t>(type), omp_get_max_threads(), with_bias ? 1 : 0};
   for (size_t k = 0; k < 3; ++k) {
     key.push_back(static_cast<int64_t>(g->dims[k].size()));
     key.insert(key.end(), g->dims[k].begin(), g->dims[k].end());
     key.insert(key.end(), g->strides[k].begin(), g->strides[k].end());
   }
   DnnlContext& ctx = context();
-  CachedMatmul& entry = ctx.cache.get(std::move(key), [&] { return create(*g, type, ctx.engine); });
+  CachedMatmul& entry =
+      ctx.cache.get(std::move(key), [&] { return create(*g, type, with_bias, ctx.engine); });
   if (!entry.supported) return false;
   const std::array<const Tensor*, 3> ts{&out, &a, &b};
   for (size_t k = 0; k < 3; ++k) {
     TS_DNNL_CALL(kOp, entry.mem[k].set_data_handle(ts[k]->raw_data()));
   }
+  if (with_bias) TS_DNNL_CALL(kOp, entry.bias.set_data_handle(bias.raw_data()));
   TS_DNNL_CALL(kOp, entry.primitive.execute(ctx.stream, entry.args));
   TS_DNNL_CALL(kOp, ctx.stream.wait());
   return true;

@@ -73,7 +73,9 @@ bool onednn_available();
 // a and b. Uses the calling thread's OpenMP thread count.
 // Returns false, computing nothing, when oneDNN has no optimized implementation for this dtype
 // and layout on this CPU (its reference implementation is far slower than converting), and
-// always in a build without oneDNN.
-bool onednn_matmul(const Tensor& out, const Tensor& a, const Tensor& b);
+// always in a build without oneDNN. A defined `bias` (1-D, contiguous, out's dtype, out's last
+// dim) is added to every row of out in the product's own pass (oneDNN's bias argument).
+bool onednn_matmul(const Tensor& out, const Tensor& a, const Tensor& b,
+                   const Tensor& bias = Tensor());
 
 }  // namespace tessera::cpu

@@ -31,13 +31,18 @@ void check_inner(const char* op, const Tensor& a, const Tensor& b, int64_t ka, i
                  " cannot be multiplied (", ka, " != ", kb, ")");
 }
 
-// a [batch..., M, K] @ b [batch..., K, N] of one dtype with equal batch dims, as a new contiguous
-// tensor.
-Tensor run_kernel(const char* op, const Tensor& a, const Tensor& b) {
+// a [batch..., M, K] @ b [batch..., K, N] (+ bias [N] on every row, when defined) of one dtype
+// with equal batch dims, as a new contiguous tensor.
+Tensor run_kernel(const char* op, const Tensor& a, const Tensor& b, const Tensor& bias) {
   Shape sizes = a.sizes();
   sizes.back() = b.sizes().back();
   Tensor out = Tensor::make_empty(sizes, a.dtype(), a.device());
-  kernels_for(out, op).matmul(out, a, b);
+  const KernelTable& kernels = kernels_for(out, op);
+  if (bias.defined() && kernels.matmul_bias != nullptr && kernels.matmul_bias(out, a, b, bias)) {
+    return out;
+  }
+  kernels.matmul(out, a, b);
+  if (bias.defined()) out += bias;  // in place into the fresh product: no second output buffer
   return out;
 }
 
@@ -79,8 +84,10 @@ Shape broadcast_batch(const char* op, const Tensor& a, const Tensor& b) {
   return batch;
 }
 
-// torch.matmul: a, b of at least 1 dim; `dtype` the promoted dtype.
-Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b, DType dtype) {
+// torch.matmul: a, b of at least 1 dim; `dtype` the promoted dtype. A defined `bias` ([N],
+// contiguous, of `dtype`; b 2-D) is added to every row of the product.
+Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b, DType dtype,
+                   const Tensor& bias = Tensor()) {
   const int64_t da = a.dim(), db = b.dim();
   TS_CHECK_SHAPE(da >= 1 && db >= 1, "[", op,
                  "] both arguments need at least 1 dimension, got shapes ", a.sizes(), " and ",
@@ -97,16 +104,16 @@ Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b, DType dtype
   Shape batch;
   Tensor out;
   if (da <= 2 && db <= 2) {
-    out = run_kernel(op, a2, b2);
+    out = run_kernel(op, a2, b2, bias);
   } else if (folded.defined()) {
     batch.assign(a2.sizes().begin(), a2.sizes().end() - 2);
-    out = run_kernel(op, folded, b2);
+    out = run_kernel(op, folded, b2, bias);
   } else {
     batch = broadcast_batch(op, a2, b2);
     Shape sa = batch, sb = batch;
     sa.insert(sa.end(), {m, a2.size(-1)});
     sb.insert(sb.end(), {b2.size(-2), n});
-    out = run_kernel(op, a2.expand(sa), b2.expand(sb));
+    out = run_kernel(op, a2.expand(sa), b2.expand(sb), bias);
   }
   Shape result = batch;
   if (da > 1) result.push_back(m);
@@ -167,19 +174,34 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (bias.defined()) {
     check_defined("linear", x, bias);
     dtype = product_dtype("linear", dtype, bias.dtype());
+    Shape out_sizes(x.sizes().begin(), x.sizes().end() - 1);
+    if (weight.dim() == 2) out_sizes.push_back(weight.size(0));
+    bool broadcastable = bias.dim() <= static_cast<int64_t>(out_sizes.size());
+    for (int64_t i = 1; broadcastable && i <= bias.dim(); ++i) {
+      broadcastable = bias.size(-i) == 1 || bias.size(-i) == out_sizes[out_sizes.size() - i];
+    }
+    TS_CHECK_SHAPE(broadcastable, "[linear] bias of shape ", bias.sizes(),
+                   " does not broadcast to the output shape ", out_sizes, " (input ", x.sizes(),
+                   ", weight ", weight.sizes(), ")");
   }
-  // Under autograd linear is its parts, which record (PyTorch's graph for it is the same: a
-  // transposed weight, a product and an add); on DTensors too, each part with its sharding rule.
-  const bool recording = any_requires_grad(x, weight, bias) || any_distributed(x, weight, bias);
+  const bool distributed = any_distributed(x, weight, bias);
+  // The usual layer (weight [N, K], bias [N], one dtype): product and bias in one pass and, under
+  // autograd, one node (Note [Bias in the product] in kernels/cpu/linalg.cpp).
+  const bool one_op = !distributed && bias.defined() && weight.dim() == 2 && bias.dim() == 1 &&
+                      bias.size(0) == weight.size(0) && x.dtype() == dtype &&
+                      weight.dtype() == dtype && bias.dtype() == dtype;
+  if (one_op) {
+    if (any_requires_grad(x, weight, bias)) {
+      return grad_hooks<LinalgGradHooks>().linear(x, weight, bias);
+    }
+    return matmul_impl("linear", x, weight.t(), dtype, bias.contiguous());
+  }
+  // Otherwise, under autograd linear is its parts, which record (PyTorch's graph for it is the
+  // same: a transposed weight, a product and an add); on DTensors too, each part with its
+  // sharding rule.
+  const bool recording = any_requires_grad(x, weight, bias) || distributed;
   Tensor out = recording ? matmul(x, weight.t()) : matmul_impl("linear", x, weight.t(), dtype);
   if (!bias.defined()) return out;
-  bool broadcastable = bias.dim() <= out.dim();
-  for (int64_t i = 1; broadcastable && i <= bias.dim(); ++i) {
-    broadcastable = bias.size(-i) == 1 || bias.size(-i) == out.size(-i);
-  }
-  TS_CHECK_SHAPE(broadcastable, "[linear] bias of shape ", bias.sizes(),
-                 " does not broadcast to the output shape ", out.sizes(), " (input ", x.sizes(),
-                 ", weight ", weight.sizes(), ")");
   if (recording) return add(out, bias);
   out += bias;  // in place into the fresh product: no second output buffer
   return out;

@@ -11,6 +11,8 @@ struct LinalgGradHooks {
   Tensor (*matmul)(const Tensor& a, const Tensor& b) = nullptr;
   Tensor (*mm)(const Tensor& a, const Tensor& b) = nullptr;
   Tensor (*bmm)(const Tensor& a, const Tensor& b) = nullptr;
+  // linear with weight [N, K] and bias [N] of x's dtype, the product and bias as one op.
+  Tensor (*linear)(const Tensor& x, const Tensor& weight, const Tensor& bias) = nullptr;
 };
 
 // Defined in autograd/formulas/linalg.cpp.

@@ -1,6 +1,6 @@
 // Gradients of matmul, mm, bmm and linear: gradcheck over every rank combination of matmul,
-// broadcast batch dims, transposed and zero-size operands; gradgradcheck of matmul, mm and bmm;
-// grad_fn names; and that nothing records when nothing requires grad.
+// broadcast batch dims, transposed and zero-size operands; gradgradcheck of matmul, mm, bmm and
+// linear; grad_fn names; and that nothing records when nothing requires grad.
 
 #include <catch2/catch.hpp>
 #include <functional>
@@ -114,11 +114,22 @@ TEST_CASE("linear: gradients of input, weight and bias", "[linalg_grad]") {
     INFO("x " << x.sizes());
     const Tensor out = linear(x, w, bias);
     CHECK(out.requires_grad());
+    // Product and bias are one node (parts: a product and an AddBackward0 without a bias).
+    REQUIRE(out.grad_fn() != nullptr);
+    CHECK(out.grad_fn()->name() == "LinearBackward0");
+    CHECK(gradgradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); },
+                        {x, w, bias}));
     CHECK(allclose(out.detach(), linear(x.detach(), w.detach(), bias.detach()), 1e-12, 1e-12));
     CHECK(gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); },
                     {x, w, bias}));
     CHECK(gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1]); }, {x, w}));
   }
+  // A bias that is not [out_features] broadcasts through the parts, as an add.
+  const Tensor row_bias = random_leaf({1, 2}, 75);
+  const Tensor x2 = random_leaf({3, 4}, 76);
+  CHECK(linear(x2, w, row_bias).grad_fn()->name() == "AddBackward0");
+  CHECK(gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); },
+                  {x2, w, row_bias}));
   // Only the bias requires grad.
   const Tensor x = random_leaf({3, 4}, 66).detach();
   CHECK(gradcheck([&](const std::vector<Tensor>& in) { return linear(x, w.detach(), in[0]); },

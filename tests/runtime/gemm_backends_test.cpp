@@ -122,6 +122,45 @@ TEST_CASE("every CPU float32 GEMM backend against float64 loops", "[runtime][lin
   }
 }
 
+TEST_CASE("linear's bias in the product on every backend", "[runtime][linalg][gemm]") {
+  // oneDNN adds it in the product (Note [Bias in the product]); the others after it.
+  struct LinearCase {
+    std::string name;
+    Tensor x, w;
+  };
+  const std::vector<LinearCase> linear_cases = {
+      {"2-D", make({64, 96}, 60), make({80, 96}, 61)},
+      {"3-D, folded", make({3, 20, 96}, 62), make({200, 96}, 63)},
+      {"3-D transposed, batched", make({20, 3, 96}, 64).transpose(0, 1), make({70, 96}, 65)},
+      {"1-D", make({96}, 66), make({30, 96}, 67)},
+      {"weight stored transposed", make({64, 96}, 68), make({96, 40}, 69).t()},
+      {"narrow n=10", make({128, 96}, 70), make({10, 96}, 71)},
+      {"K = 0", make({5, 0}, 72), make({7, 0}, 73)},
+  };
+  for (GemmBackend backend : kBackends) {
+    if (!cpu::gemm_backend_available(backend)) continue;  // the case above says why
+    const cpu::GemmBackendOverride force(backend);
+    for (const LinearCase& c : linear_cases) {
+      INFO(cpu::gemm_backend_name(backend)
+           << ", " << c.name << ": x " << c.x.sizes() << ", w " << c.w.sizes());
+      const Tensor bias = make({c.w.size(0)}, 74);
+      Expected want = reference_matmul(c.x, c.w.t());
+      const std::vector<double> vb = bias.to_vector<double>();
+      for (size_t i = 0; i < want.value.size(); ++i) {
+        want.value[i] += vb[i % vb.size()];
+        want.magnitude[i] += std::abs(vb[i % vb.size()]);
+      }
+      const std::vector<double> got = linear(c.x, c.w, bias).to_vector<double>();
+      REQUIRE(got.size() == want.value.size());
+      int64_t bad = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (!(std::abs(got[i] - want.value[i]) <= 2e-5 * want.magnitude[i] + 1e-30)) ++bad;
+      }
+      CHECK(bad == 0);
+    }
+  }
+}
+
 TEST_CASE("the narrow kernels on every output width and layout", "[runtime][linalg][gemm]") {
   if (!cpu::gemm_backend_available(GemmBackend::kNarrow)) {
     WARN("skipped: the narrow kernels need x86-64 with AVX-512F, which this CPU lacks");
