@@ -36,10 +36,13 @@ class GemmBackendOverride {
   std::optional<GemmBackend> saved_;
 };
 
-// The backend an m x k @ k x n float32 product on `threads` OpenMP threads, of operands in the
-// given layouts, runs on in this thread: the override, else TESSERA_CPU_GEMM, else the measured
-// choice for its shape class (measuring it now if no product of the class has yet).
+// The backend a batch of `batch` m x k @ k x n float32 products on `threads` OpenMP threads, of
+// dense operands (contiguous, or the transpose of contiguous) in the given layouts, runs on in
+// this thread: the override, else TESSERA_CPU_GEMM, else the measured choice for its shape class
+// (measuring it now if no product of the class has yet). Strided operands are classes of their
+// own (Note [CPU float32 GEMM choice] in kernels/cpu/linalg.cpp).
 GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads,
-                                bool a_row_major = true, bool b_row_major = true);
+                                bool a_row_major = true, bool b_row_major = true,
+                                int64_t batch = 1);
 
 }  // namespace tessera::cpu

@@ -37,13 +37,18 @@ namespace tessera::cpu {
 // So the backend is measured, not guessed, on the CPU the process runs on:
 // - Shape classes: each of M, N, K falls in one of four ranges (<= 16, <= 128, <= 512, larger),
 //   and the class is the three ranges with the OpenMP thread count the product runs on (the
-//   winner at one thread need not be the winner at two) and the operands' layouts, row- or
-//   column-major as the product passes them (autograd's x^T views): a backend's rate on a
-//   transposed operand need not be its rate on a row-major one, so the trial times the layout
-//   the class serves.
-// - The first float32 product of a class times the backends this build has on a product of its
-//   shape on scratch operands, its largest dims halved until it has at most 2^27 multiply-adds
-//   (268 MFLOP): rounds in rotating order, at least three and on short products as many as fit
+//   winner at one thread need not be the winner at two), the operands' layouts, row- or
+//   column-major as the product passes them (autograd's x^T views), whether each operand is
+//   dense (its matrices packed: a contiguous tensor or its transpose) or a strided view, and
+//   whether the product is one matrix or a batch: a backend's rate on a transposed operand need
+//   not be its rate on a row-major one, and attention's q @ k^T (64 products of 64 x 32 x 64,
+//   q and k heads of one fused qkv tensor, rows 768 floats apart) ran at 49 GFLOP/s on oneDNN
+//   and 61 on OpenBLAS on one EPYC thread, the same product on dense copies at 90 and 64.
+// - The first float32 product of a class times the backends this build has: on the product
+//   itself when it has at most 2^27 multiply-adds (268 MFLOP; every backend writes the same
+//   result, so the trial is also the product, and the operands' real strides are timed), else
+//   on dense scratch operands of its layouts with its largest dims halved (and its batch cut)
+//   to that size. Rounds in rotating order, at least three and on short products as many as fit
 //   in 4 ms (up to 50), each backend's median run counting: on a short product at two threads
 //   a backend's own variance (waking its second thread) is part of what the product costs. The
 //   winner serves the class for the rest of the process (one process-wide table, so every rank
@@ -209,32 +214,36 @@ int dim_range(int64_t d) {
 // it is timed only where a product is small enough for call overheads to decide.
 constexpr int64_t kEigenTrialWork = int64_t{64} * 64 * 64;
 
-// M, N, K ranges, threads, and whether a and b are row-major.
-using GemmClass = std::array<int, 6>;
+// What the measured choice keys on (see the Note): M, N, K ranges, threads, and per operand
+// whether it is row-major and whether it is dense (its matrices packed, as a contiguous tensor
+// or its transpose, rather than a strided view such as one attention head of a fused qkv),
+// and whether the product is batched.
+struct GemmClass {
+  std::array<int, 3> dim_ranges;
+  int threads;
+  bool a_row_major, b_row_major;
+  bool a_dense, b_dense;
+  bool batched;
+  auto operator<=>(const GemmClass&) const = default;
+};
 
-// Times the available backends on an m x k @ k x n product on `threads` threads, its operands
-// row-major or column-major as given (see the Note).
-GemmBackend fastest_gemm_backend(int64_t m, int64_t n, int64_t k, int threads, bool a_row_major,
-                                 bool b_row_major) {
+bool dense_operand(const Tensor& t) {
+  return t.is_contiguous() || t.transpose(-2, -1).is_contiguous();
+}
+
+// Times the available backends on out = a @ b (float32, operands in BLAS layout) on the calling
+// thread's OpenMP threads; out holds the product after.
+GemmBackend fastest_gemm_backend(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const int64_t work = out.numel() * a.size(-1);
   std::vector<GemmBackend> candidates;
   for (GemmBackend backend : kGemmBackends) {
     if (!gemm_backend_available(backend)) continue;
-    if (backend == GemmBackend::kEigen && m * n * k > kEigenTrialWork) continue;
-    if (backend == GemmBackend::kNarrow && n > kNarrowGemmMaxN) continue;
+    if (backend == GemmBackend::kEigen && work > kEigenTrialWork) continue;
+    if (backend == GemmBackend::kNarrow && out.size(-1) > kNarrowGemmMaxN) continue;
     candidates.push_back(backend);
   }
   if (candidates.empty()) return GemmBackend::kEigen;
   if (candidates.size() == 1) return candidates.front();
-  const Device cpu = Device::cpu();
-  const Tensor a = a_row_major ? Tensor::make_empty({m, k}, kFloat32, cpu)
-                               : Tensor::make_empty({k, m}, kFloat32, cpu).t();
-  const Tensor b = b_row_major ? Tensor::make_empty({k, n}, kFloat32, cpu)
-                               : Tensor::make_empty({n, k}, kFloat32, cpu).t();
-  const Tensor out = Tensor::make_empty({m, n}, kFloat32, cpu);
-  // Values of ordinary magnitude (no denormals, no overflow), the same for every backend.
-  std::fill_n(static_cast<float*>(a.raw_data()), m * k, 0.5f);
-  std::fill_n(static_cast<float*>(b.raw_data()), k * n, 0.25f);
-  OmpThreadsGuard guard(threads);
   std::vector<std::vector<double>> runs(candidates.size());
   // Rounds and statistic: Note [CPU float32 GEMM choice].
   constexpr int kMinRounds = 3, kMaxRounds = 50;
@@ -261,31 +270,41 @@ GemmBackend fastest_gemm_backend(int64_t m, int64_t n, int64_t k, int threads, b
                                         typical.begin())];
 }
 
+// Times the backends on dense scratch operands of a batch of m x k @ k x n products in the given
+// layouts, the largest dims halved (and the batch cut) to at most kTrialWork multiply-adds.
+GemmBackend fastest_on_scratch(int64_t batch, int64_t m, int64_t n, int64_t k, bool a_row_major,
+                               bool b_row_major) {
+  std::array<int64_t, 3> dims{m, n, k};
+  while (dims[0] * dims[1] * dims[2] > kTrialWork) {
+    int64_t& largest = *std::max_element(dims.begin(), dims.end());
+    largest = (largest + 1) / 2;
+  }
+  m = dims[0], n = dims[1], k = dims[2];
+  batch = std::clamp<int64_t>(kTrialWork / (m * n * k), 1, batch);
+  const Device cpu = Device::cpu();
+  const Tensor a = a_row_major ? Tensor::make_empty({batch, m, k}, kFloat32, cpu)
+                               : Tensor::make_empty({batch, k, m}, kFloat32, cpu).transpose(1, 2);
+  const Tensor b = b_row_major ? Tensor::make_empty({batch, k, n}, kFloat32, cpu)
+                               : Tensor::make_empty({batch, n, k}, kFloat32, cpu).transpose(1, 2);
+  // Values of ordinary magnitude (no denormals, no overflow), the same for every backend.
+  std::fill_n(static_cast<float*>(a.raw_data()), batch * m * k, 0.5f);
+  std::fill_n(static_cast<float*>(b.raw_data()), batch * k * n, 0.25f);
+  return fastest_gemm_backend(Tensor::make_empty({batch, m, n}, kFloat32, cpu), a, b);
+}
+
 // The measured choice per class, for the whole process: measuring under the lock makes every
 // thread that needs a class wait for its one measurement instead of measuring it again. Each
 // thread keeps the answers it has seen, so after the first product of a class the hot path takes
-// no lock (rank threads multiply concurrently).
-GemmBackend measured_gemm_backend(int64_t m, int64_t n, int64_t k, int threads, bool a_row_major,
-                                  bool b_row_major) {
-  const GemmClass cls{dim_range(m), dim_range(n),        dim_range(k),
-                      threads,      a_row_major ? 1 : 0, b_row_major ? 1 : 0};
+// no lock (rank threads multiply concurrently). `measure` times the class's trial.
+template <typename Measure>
+GemmBackend measured_gemm_backend(const GemmClass& cls, const Measure& measure) {
   thread_local std::map<GemmClass, GemmBackend> seen;
   if (const auto hit = seen.find(cls); hit != seen.end()) return hit->second;
   static std::mutex mutex;
   static std::map<GemmClass, GemmBackend> chosen;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = chosen.find(cls);
-  if (it == chosen.end()) {
-    std::array<int64_t, 3> dims{m, n, k};
-    while (dims[0] * dims[1] * dims[2] > kTrialWork) {
-      int64_t& largest = *std::max_element(dims.begin(), dims.end());
-      largest = (largest + 1) / 2;
-    }
-    it = chosen
-             .emplace(cls, fastest_gemm_backend(dims[0], dims[1], dims[2], threads, a_row_major,
-                                                b_row_major))
-             .first;
-  }
+  if (it == chosen.end()) it = chosen.emplace(cls, measure()).first;
   seen.emplace(cls, it->second);
   return it->second;
 }
@@ -302,12 +321,33 @@ std::optional<GemmBackend> env_gemm_backend() {
 
 thread_local std::optional<GemmBackend> t_gemm_override;
 
+// The backend for out = a @ b (float32, operands in BLAS layout, non-empty): the override, else
+// TESSERA_CPU_GEMM, else the measured choice for its class. The first product of a class is its
+// own trial when it is at most kTrialWork multiply-adds (its operands' strides are the class's
+// real ones); a larger one is timed on dense scratch operands of its shape, cut down.
+GemmBackend gemm_backend_for(const Tensor& out, const Tensor& a, const Tensor& b) {
+  if (t_gemm_override) return *t_gemm_override;
+  if (const std::optional<GemmBackend> forced = env_gemm_backend()) return *forced;
+  const int64_t m = out.size(-2), n = out.size(-1), k = a.size(-1);
+  const int64_t batch = out.numel() / (m * n);
+  const bool a_row_major = blas_layout(a)->row_major, b_row_major = blas_layout(b)->row_major;
+  const GemmClass cls{{dim_range(m), dim_range(n), dim_range(k)},
+                      omp_get_max_threads(),
+                      a_row_major,
+                      b_row_major,
+                      dense_operand(a),
+                      dense_operand(b),
+                      batch > 1};
+  return measured_gemm_backend(cls, [&] {
+    return batch * m * n * k <= kTrialWork
+               ? fastest_gemm_backend(out, a, b)
+               : fastest_on_scratch(batch, m, n, k, a_row_major, b_row_major);
+  });
+}
+
 // float32 (operands in BLAS layout) on the chosen backend.
 void float32_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
-  const GemmBackend backend =
-      chosen_gemm_backend(out.size(-2), out.size(-1), a.size(-1), omp_get_max_threads(),
-                          blas_layout(a)->row_major, blas_layout(b)->row_major);
-  if (!run_gemm_backend(backend, out, a, b)) eigen_matmul<float>(out, a, b);
+  if (!run_gemm_backend(gemm_backend_for(out, a, b), out, a, b)) eigen_matmul<float>(out, a, b);
 }
 
 // float32, bfloat16, float16 (operands in BLAS layout).
@@ -364,10 +404,7 @@ bool matmul_bias_kernel(const Tensor& out, const Tensor& a, const Tensor& b, con
   if (out.dtype() != kFloat32 || out.numel() == 0 || a.size(-1) == 0) return false;
   OmpThreadsGuard threads(product_threads(out, a));
   const auto [pa, pb] = blas_operands(a, b);
-  const GemmBackend backend =
-      chosen_gemm_backend(out.size(-2), out.size(-1), pa.size(-1), omp_get_max_threads(),
-                          blas_layout(pa)->row_major, blas_layout(pb)->row_major);
-  return backend == GemmBackend::kOneDnn && onednn_matmul(out, pa, pb, bias);
+  return gemm_backend_for(out, pa, pb) == GemmBackend::kOneDnn && onednn_matmul(out, pa, pb, bias);
 }
 
 }  // namespace
@@ -426,12 +463,22 @@ GemmBackendOverride::GemmBackendOverride(std::optional<GemmBackend> backend)
 GemmBackendOverride::~GemmBackendOverride() { t_gemm_override = saved_; }
 
 GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads, bool a_row_major,
-                                bool b_row_major) {
-  TS_INTERNAL_ASSERT(m > 0 && n > 0 && k > 0 && threads > 0,
+                                bool b_row_major, int64_t batch) {
+  TS_INTERNAL_ASSERT(m > 0 && n > 0 && k > 0 && threads > 0 && batch > 0,
                      "[matmul] GEMM backend asked for an empty product or no threads");
   if (t_gemm_override) return *t_gemm_override;
   if (const std::optional<GemmBackend> forced = env_gemm_backend()) return *forced;
-  return measured_gemm_backend(m, n, k, threads, a_row_major, b_row_major);
+  const GemmClass cls{{dim_range(m), dim_range(n), dim_range(k)},
+                      threads,
+                      a_row_major,
+                      b_row_major,
+                      true,
+                      true,
+                      batch > 1};
+  return measured_gemm_backend(cls, [&] {
+    const OmpThreadsGuard guard(threads);
+    return fastest_on_scratch(batch, m, n, k, a_row_major, b_row_major);
+  });
 }
 
 void register_linalg_kernels(KernelTable& table) {

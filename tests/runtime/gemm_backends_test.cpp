@@ -77,6 +77,12 @@ std::vector<Case> cases() {
       {"broadcast batch in b", make({4, 40, 50}, 27), make({50, 30}, 28).expand({4, 50, 30})},
       {"broadcast batch in a", make({1, 40, 50}, 29).expand({4, 40, 50}), make({4, 50, 30}, 30)},
       {"batched large", make({2, 160, 200}, 31), make({2, 200, 180}, 32)},
+      // Attention's q @ k^T and p @ v on heads of one fused qkv tensor: strided batched views.
+      {"heads q @ k^T",
+       make({3, 40, 96}, 55).narrow(-1, 0, 32).reshape({3, 40, 2, 16}).transpose(1, 2),
+       make({3, 40, 96}, 56).narrow(-1, 32, 32).reshape({3, 40, 2, 16}).permute({0, 2, 3, 1})},
+      {"heads p @ v", make({3, 2, 40, 40}, 57),
+       make({3, 40, 96}, 58).narrow(-1, 64, 32).reshape({3, 40, 2, 16}).transpose(1, 2)},
       // Narrow outputs (N <= 16) in both of a's layouts, with K and M off the narrow kernels'
       // 16- and 32-element blocks (every column count: the narrow test case below).
       {"narrow n=16 k=37", make({45, 37}, 41), make({37, 16}, 42)},
@@ -220,6 +226,10 @@ TEST_CASE("the measured CPU GEMM choice is stable and correct", "[runtime][linal
     const GemmBackend transposed = cpu::chosen_gemm_backend(1024, 10, 256, threads, false, true);
     CHECK(cpu::gemm_backend_available(transposed));
     CHECK(cpu::chosen_gemm_backend(1000, 12, 300, threads, false, true) == transposed);
+    // So is a batch of products (per-call and per-matrix costs differ between backends).
+    const GemmBackend batched = cpu::chosen_gemm_backend(64, 64, 32, threads, true, false, 64);
+    CHECK(cpu::gemm_backend_available(batched));
+    CHECK(cpu::chosen_gemm_backend(100, 50, 20, threads, true, false, 8) == batched);
   }
 }
 
