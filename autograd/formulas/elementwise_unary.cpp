@@ -189,7 +189,7 @@ class UnaryBackward final : public FormulaNode {
     if (!grad.defined()) return {Tensor()};
     const Tensor x = saved.unpack(*this);
     if (op_ != UnaryOp::kNeg && fused_applies(grad, x)) {
-      return {pointwise_backward(fused_op(op_), grad, x)};
+      return {pointwise_backward_reusing_grad(fused_op(op_), std::move(grads[0]), x)};
     }
     return {unary_backward(op_, grad, x)};
   }
@@ -209,8 +209,9 @@ class GeluBackward final : public FormulaNode {
     if (!grad.defined()) return {Tensor()};
     const Tensor x = self.unpack(*this);
     if (fused_applies(grad, x)) {
-      return {pointwise_backward(
-          tanh_ ? PointwiseGradOp::kGeluTanhBackward : PointwiseGradOp::kGeluBackward, grad, x)};
+      return {pointwise_backward_reusing_grad(
+          tanh_ ? PointwiseGradOp::kGeluTanhBackward : PointwiseGradOp::kGeluBackward,
+          std::move(grads[0]), x)};
     }
     return {grad * gelu_derivative(x, tanh_)};
   }
@@ -232,9 +233,9 @@ class ClampBackward final : public FormulaNode {
     const Tensor x = self.unpack(*this);
     if (fused_applies(grad, x)) {
       constexpr double kInf = std::numeric_limits<double>::infinity();
-      return {pointwise_backward(PointwiseGradOp::kClampBackward, grad, x, {},
-                                 min_ ? min_->to_double() : -kInf,
-                                 max_ ? max_->to_double() : kInf)};
+      return {pointwise_backward_reusing_grad(PointwiseGradOp::kClampBackward, std::move(grads[0]),
+                                              x, {}, min_ ? min_->to_double() : -kInf,
+                                              max_ ? max_->to_double() : kInf)};
     }
     Tensor pass;
     if (min_ && max_) {

@@ -9,6 +9,8 @@
 // that its result differentiates again; otherwise it calls pointwise_backward, whose result would
 // be the same up to rounding. Broadcast inputs are summed back afterwards (sum_to), as before.
 
+#include <utility>
+
 #include "runtime/dispatch.h"
 #include "runtime/distributed.h"
 #include "runtime/ops.h"
@@ -18,8 +20,11 @@
 
 namespace tessera {
 
-Tensor pointwise_backward(PointwiseGradOp op, const Tensor& grad, const Tensor& x, const Tensor& y,
-                          double p0, double p1) {
+namespace {
+
+// Checks the operands of `op`; the result's shape and dtype.
+std::pair<Shape, DType> result_of(PointwiseGradOp op, const Tensor& grad, const Tensor& x,
+                                  const Tensor& y) {
   const char* name = op_name(op);
   const bool two = pointwise_grad_operand_count(op) == 2;
   TS_CHECK(grad.defined() && x.defined() && y.defined() == two, "[", name, "] takes grad, x",
@@ -38,14 +43,51 @@ Tensor pointwise_backward(PointwiseGradOp op, const Tensor& grad, const Tensor& 
              x.device());
   Shape shape = broadcast_shapes(grad.sizes(), x.sizes(), name);
   if (two) shape = broadcast_shapes(shape, y.sizes(), name);
+  return {shape, dtype};
+}
+
+// out = the gradient, its operands cast and broadcast to out's dtype and shape.
+void run_pointwise_grad(PointwiseGradOp op, const Tensor& out, const Tensor& grad, const Tensor& x,
+                        const Tensor& y, double p0, double p1) {
+  if (out.numel() == 0) return;
   const auto prepare = [&](const Tensor& t) {
-    const Tensor c = t.dtype() == dtype ? t : t.to(dtype);
-    return c.sizes() == shape ? c : c.expand(shape);
+    const Tensor c = t.dtype() == out.dtype() ? t : t.to(out.dtype());
+    return c.sizes() == out.sizes() ? c : c.expand(out.sizes());
   };
+  kernels_for(out, op_name(op))
+      .pointwise_grad(op, out, prepare(grad), prepare(x), y.defined() ? prepare(y) : Tensor(), p0,
+                      p1);
+}
+
+}  // namespace
+
+Tensor pointwise_backward(PointwiseGradOp op, const Tensor& grad, const Tensor& x, const Tensor& y,
+                          double p0, double p1) {
+  const auto [shape, dtype] = result_of(op, grad, x, y);
   Tensor out = Tensor::make_empty(shape, dtype, grad.device());
-  if (out.numel() == 0) return out;
-  kernels_for(out, name).pointwise_grad(op, out, prepare(grad), prepare(x),
-                                        two ? prepare(y) : Tensor(), p0, p1);
+  run_pointwise_grad(op, out, grad, x, y, p0, p1);
+  return out;
+}
+
+// Note [Reusing the incoming gradient]
+// A backward formula's incoming gradient is dead once the formula has read it, and writing the
+// result into a fresh buffer costs more than the kernel on these machines: out = dG * G over
+// [256, 1024] float32 took 0.11 ms into a fresh tensor and 0.05 in place, one EPYC thread, inside
+// an MLP step (a fresh buffer's lines come from far caches or DRAM before each store). So a
+// formula that hands over its only reference gets the result in that buffer. Safe because the
+// kernels read each element of grad before writing the same element of out (they already run
+// with out == grad on their gathered buffers), and because nothing else can see the buffer:
+// any other tensor (a hook's copy, a captured autograd::grad output, a view) would raise the
+// impl's or the storage's reference count.
+Tensor pointwise_backward_reusing_grad(PointwiseGradOp op, Tensor&& grad, const Tensor& x,
+                                       const Tensor& y, double p0, double p1) {
+  const auto [shape, dtype] = result_of(op, grad, x, y);
+  const bool reusable = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
+                        !grad.requires_grad() && grad.is_contiguous() && grad.dtype() == dtype &&
+                        grad.sizes() == shape;
+  if (!reusable) return pointwise_backward(op, grad, x, y, p0, p1);
+  Tensor out = std::move(grad);
+  run_pointwise_grad(op, out, out, x, y, p0, p1);
   return out;
 }
 

@@ -44,6 +44,11 @@ void install_grad_hooks(ElementwiseGradHooks& hooks);
 // distributed operands (backward formulas run on local tensors).
 Tensor pointwise_backward(PointwiseGradOp op, const Tensor& grad, const Tensor& x,
                           const Tensor& y = {}, double p0 = 0, double p1 = 0);
+// As pointwise_backward, but the result may be written over grad, the caller's only reference to
+// a gradient it reads here for the last time (Note [Reusing the incoming gradient]): when grad is
+// contiguous, of the result's shape and dtype, and no other tensor shares its storage.
+Tensor pointwise_backward_reusing_grad(PointwiseGradOp op, Tensor&& grad, const Tensor& x,
+                                       const Tensor& y = {}, double p0 = 0, double p1 = 0);
 
 namespace detail {
 // The entry point behind every tensor-scalar operator and op: op(a, s), or op(s, a) when

@@ -126,4 +126,34 @@ TEST_CASE("the gelu of the MLP: fused backward on float32 follows float64",
   }
 }
 
+TEST_CASE("a fused backward writes over the incoming gradient only when nothing else holds it",
+          "[elementwise_grad][fused]") {
+  // exp's gradient reaches gelu's node as a fresh contiguous tensor: written over (Note [Reusing
+  // the incoming gradient]); the result must still be gelu'(x) * exp(gelu(x)).
+  const Tensor x = random_leaf({4, 6}, 31, -3, 3);
+  const Tensor expected = [&] {
+    const Tensor xd = x.detach().clone().requires_grad_();
+    const Tensor phi = exp(xd * xd * -0.5) * (1.0 / std::sqrt(2 * M_PI));
+    const Tensor derivative = (erf(xd * M_SQRT1_2) + 1.0) * 0.5 + xd * phi;
+    return (derivative * exp(gelu(xd))).detach();
+  }();
+  CHECK(allclose(autograd::grad({exp(gelu(x)).sum()}, {x})[0], expected, 1e-12, 1e-12));
+
+  // The same gradient captured by autograd::grad on the way: it keeps its value.
+  const Tensor e = gelu(x);
+  const std::vector<Tensor> both = autograd::grad({exp(e).sum()}, {e, x});
+  CHECK(allclose(both[0], exp(e).detach(), 1e-12, 1e-12));
+  CHECK(allclose(both[1], expected, 1e-12, 1e-12));
+
+  // A hook that keeps the gradient it sees: it keeps its value too.
+  Tensor seen;
+  const Tensor e2 = gelu(x);
+  e2.register_hook([&](const Tensor& g) {
+    seen = g;
+    return g;
+  });
+  CHECK(allclose(autograd::grad({exp(e2).sum()}, {x})[0], expected, 1e-12, 1e-12));
+  CHECK(allclose(seen, exp(e2).detach(), 1e-12, 1e-12));
+}
+
 }  // namespace tessera::autograd_test
