@@ -227,8 +227,18 @@ struct GemmClass {
   auto operator<=>(const GemmClass&) const = default;
 };
 
+// Whether t's matrices are packed: t contiguous, or the transpose of a contiguous tensor (its
+// last two dims swapped). Read off the strides, without a transposed view: this runs per product.
 bool dense_operand(const Tensor& t) {
-  return t.is_contiguous() || t.transpose(-2, -1).is_contiguous();
+  if (t.is_contiguous()) return true;
+  const int64_t nd = t.dim();
+  int64_t expected = 1;  // the stride a dim of size > 1 must have, innermost (dim -2) outward
+  for (int64_t i = 0; i < nd; ++i) {
+    const int64_t d = i == 0 ? nd - 2 : (i == 1 ? nd - 1 : nd - 1 - i);
+    if (t.size(d) != 1 && t.stride(d) != expected) return false;
+    expected *= t.size(d);
+  }
+  return true;
 }
 
 // Times the available backends on out = a @ b (float32, operands in BLAS layout) on the calling
@@ -292,23 +302,6 @@ GemmBackend fastest_on_scratch(int64_t batch, int64_t m, int64_t n, int64_t k, b
   return fastest_gemm_backend(Tensor::make_empty({batch, m, n}, kFloat32, cpu), a, b);
 }
 
-// The measured choice per class, for the whole process: measuring under the lock makes every
-// thread that needs a class wait for its one measurement instead of measuring it again. Each
-// thread keeps the answers it has seen, so after the first product of a class the hot path takes
-// no lock (rank threads multiply concurrently). `measure` times the class's trial.
-template <typename Measure>
-GemmBackend measured_gemm_backend(const GemmClass& cls, const Measure& measure) {
-  thread_local std::map<GemmClass, GemmBackend> seen;
-  if (const auto hit = seen.find(cls); hit != seen.end()) return hit->second;
-  static std::mutex mutex;
-  static std::map<GemmClass, GemmBackend> chosen;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = chosen.find(cls);
-  if (it == chosen.end()) it = chosen.emplace(cls, measure()).first;
-  seen.emplace(cls, it->second);
-  return it->second;
-}
-
 // TESSERA_CPU_GEMM, read once per process.
 std::optional<GemmBackend> env_gemm_backend() {
   static const std::optional<GemmBackend> forced = []() -> std::optional<GemmBackend> {
@@ -321,13 +314,31 @@ std::optional<GemmBackend> env_gemm_backend() {
 
 thread_local std::optional<GemmBackend> t_gemm_override;
 
+// The measured choice per class, for the whole process: measuring under the lock makes every
+// thread that needs a class wait for its one measurement instead of measuring it again. Each
+// thread keeps the answers it has seen, so after the first product of a class the hot path takes
+// no lock (rank threads multiply concurrently). `measure` times the class's trial. The override,
+// else TESSERA_CPU_GEMM, come first.
+template <typename Measure>
+GemmBackend chosen_for_class(const GemmClass& cls, const Measure& measure) {
+  if (t_gemm_override) return *t_gemm_override;
+  if (const std::optional<GemmBackend> forced = env_gemm_backend()) return *forced;
+  thread_local std::map<GemmClass, GemmBackend> seen;
+  if (const auto hit = seen.find(cls); hit != seen.end()) return hit->second;
+  static std::mutex mutex;
+  static std::map<GemmClass, GemmBackend> chosen;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = chosen.find(cls);
+  if (it == chosen.end()) it = chosen.emplace(cls, measure()).first;
+  seen.emplace(cls, it->second);
+  return it->second;
+}
+
 // The backend for out = a @ b (float32, operands in BLAS layout, non-empty): the override, else
 // TESSERA_CPU_GEMM, else the measured choice for its class. The first product of a class is its
 // own trial when it is at most kTrialWork multiply-adds (its operands' strides are the class's
 // real ones); a larger one is timed on dense scratch operands of its shape, cut down.
 GemmBackend gemm_backend_for(const Tensor& out, const Tensor& a, const Tensor& b) {
-  if (t_gemm_override) return *t_gemm_override;
-  if (const std::optional<GemmBackend> forced = env_gemm_backend()) return *forced;
   const int64_t m = out.size(-2), n = out.size(-1), k = a.size(-1);
   const int64_t batch = out.numel() / (m * n);
   const bool a_row_major = blas_layout(a)->row_major, b_row_major = blas_layout(b)->row_major;
@@ -338,7 +349,7 @@ GemmBackend gemm_backend_for(const Tensor& out, const Tensor& a, const Tensor& b
                       dense_operand(a),
                       dense_operand(b),
                       batch > 1};
-  return measured_gemm_backend(cls, [&] {
+  return chosen_for_class(cls, [&] {
     return batch * m * n * k <= kTrialWork
                ? fastest_gemm_backend(out, a, b)
                : fastest_on_scratch(batch, m, n, k, a_row_major, b_row_major);
@@ -466,8 +477,6 @@ GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads, bo
                                 bool b_row_major, int64_t batch) {
   TS_INTERNAL_ASSERT(m > 0 && n > 0 && k > 0 && threads > 0 && batch > 0,
                      "[matmul] GEMM backend asked for an empty product or no threads");
-  if (t_gemm_override) return *t_gemm_override;
-  if (const std::optional<GemmBackend> forced = env_gemm_backend()) return *forced;
   const GemmClass cls{{dim_range(m), dim_range(n), dim_range(k)},
                       threads,
                       a_row_major,
@@ -475,7 +484,7 @@ GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads, bo
                       true,
                       true,
                       batch > 1};
-  return measured_gemm_backend(cls, [&] {
+  return chosen_for_class(cls, [&] {
     const OmpThreadsGuard guard(threads);
     return fastest_on_scratch(batch, m, n, k, a_row_major, b_row_major);
   });

@@ -145,9 +145,6 @@ TS_AVX512 void dots_block(const float* a, int64_t lda, const float* bt, int64_t 
   }
 }
 
-// R rows of c, all n columns, in blocks of at most 5 as even as they go (10 = 5 + 5, 16 = 4 x 4):
-// 4 rows x 5 columns was the fastest block on 256 x 1024 x 10 (89 GFLOP/s on the EPYC against 75
-// for 4 x 4 + 4 x 2), and a ragged last block of 1 or 2 columns would reload the rows for little.
 // dots_block for a block `width` <= C columns wide.
 template <int R, int C>
 TS_AVX512 void dots_block_of_width(int64_t width, const float* a, int64_t lda, const float* bt,
@@ -158,6 +155,9 @@ TS_AVX512 void dots_block_of_width(int64_t width, const float* a, int64_t lda, c
   dots_block<R, C>(a, lda, bt, ldbt, k, c, ldc);
 }
 
+// R rows of c, all n columns, in blocks of at most 5 as even as they go (10 = 5 + 5, 16 = 4 x 4):
+// 4 rows x 5 columns was the fastest block on 256 x 1024 x 10 (89 GFLOP/s on the EPYC against 75
+// for 4 x 4 + 4 x 2), and a ragged last block of 1 or 2 columns would reload the rows for little.
 template <int R>
 TS_AVX512 void dots_rows(const float* a, int64_t lda, const float* bt, int64_t ldbt, int64_t n,
                          int64_t k, float* c) {
