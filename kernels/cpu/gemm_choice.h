@@ -7,12 +7,15 @@
 #include <optional>
 #include <string_view>
 
+#include "runtime/tensor.h"
+
 namespace tessera::cpu {
 
 // kNarrow: Tessera's own kernels for outputs of at most 16 columns (kernels/cpu/narrow_matmul.h).
-enum class GemmBackend { kOneDnn, kOpenBlas, kEigen, kNarrow };
+// kTiles: Tessera's own register-tile kernels for every shape (kernels/cpu/tile_matmul.h).
+enum class GemmBackend { kOneDnn, kOpenBlas, kEigen, kNarrow, kTiles };
 
-// "onednn", "openblas", "eigen", "narrow": the names TESSERA_CPU_GEMM takes.
+// "onednn", "openblas", "eigen", "narrow", "tiles": the names TESSERA_CPU_GEMM takes.
 std::string_view gemm_backend_name(GemmBackend backend);
 
 // Whether this build has the backend and this CPU runs it (Eigen always).
@@ -44,5 +47,10 @@ class GemmBackendOverride {
 GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads,
                                 bool a_row_major = true, bool b_row_major = true,
                                 int64_t batch = 1);
+
+// The backend tessera::matmul(a, b) runs on in this thread for float32 operands of at least two
+// dims with equal batch dims (views as they come: a strided head is its own class), measuring
+// the class now if no product of it has yet.
+GemmBackend chosen_gemm_backend(const Tensor& a, const Tensor& b);
 
 }  // namespace tessera::cpu

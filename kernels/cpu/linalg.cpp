@@ -23,6 +23,7 @@
 #include "kernels/cpu/narrow_matmul.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/openblas_matmul.h"
+#include "kernels/cpu/tile_matmul.h"
 #include "runtime/parallel.h"
 
 namespace tessera::cpu {
@@ -32,8 +33,11 @@ namespace tessera::cpu {
 // machines, oneDNN 2.6's f32 matmul (brg:avx512_core) was reported at ~100 GFLOP/s on one thread
 // where OpenBLAS 0.3.21 reaches ~166, while on Intel Xeons oneDNN's blocking is the one tuned for
 // the caches; which wins also changes with the shape (bench/gemm_backends_bench.cpp prints each
-// backend side by side). Outputs of at most 16 columns have a fourth candidate, Tessera's own
-// narrow kernels (Note [Narrow float32 products] in narrow_matmul.cpp), on CPUs with AVX-512F.
+// backend side by side). On CPUs with AVX-512F Tessera's own kernels are candidates too: the
+// register-tile kernels on every shape (Note [Register-tile float32 products] in
+// tile_matmul.cpp), which won attention's strided heads by 1.3-1.6x and tied linear's x @ W^T,
+// and the narrow kernels on outputs of at most 16 columns (Note [Narrow float32 products] in
+// narrow_matmul.cpp).
 // So the backend is measured, not guessed, on the CPU the process runs on:
 // - Shape classes: each of M, N, K falls in one of four ranges (<= 16, <= 128, <= 512, larger),
 //   and the class is the three ranges with the OpenMP thread count the product runs on (the
@@ -57,12 +61,12 @@ namespace tessera::cpu {
 //   (M x K x N) runs at 68 GFLOP/s on oneDNN and 47 on OpenBLAS, 256 x 1024 x 10 at 33 and 46.
 //   Eigen is timed only on trials of at most 64^3 multiply-adds: on larger ones it ran at a
 //   third or less of oneDNN's and OpenBLAS's rate on every shape of the bench (and would triple the
-//   cost). Cost: three runs each of oneDNN and OpenBLAS on <= 268 MFLOP, ~17 ms at the EPYC's
-//   ~100 GFLOP/s per thread for a large class, about 4 ms for the MLP's 10-wide layer
+//   cost). Cost: three runs each of oneDNN, OpenBLAS and the tile kernels on <= 268 MFLOP, ~25 ms
+//   at the EPYC's ~100 GFLOP/s per thread for a large class, about 4 ms for the MLP's 10-wide layer
 //   (gemm_backends_bench prints it as "choice ms"; a loaded machine stretches it); a training
 //   step touches a handful of classes.
-// - TESSERA_CPU_GEMM=onednn|openblas|eigen|narrow forces a backend (auto: the measured choice);
-//   GemmBackendOverride forces one per thread for the tests and benchmarks.
+// - TESSERA_CPU_GEMM=onednn|openblas|eigen|narrow|tiles forces a backend (auto: the measured
+//   choice); GemmBackendOverride forces one per thread for the tests and benchmarks.
 // - Threads: Debian's OpenBLAS is the pthread build, whose thread count is process-global and
 //   whose concurrent multi-threaded calls queue on one pool. Rank threads call matmul
 //   concurrently, each with its own intra-op thread count; so OpenBLAS runs at one thread
@@ -73,6 +77,7 @@ namespace tessera::cpu {
 //   held across a product, so none serializes the ranks.
 // A backend that declines a problem (oneDNN without an optimized kernel for the layout, OpenBLAS
 // with dims beyond 32 bits, the narrow kernels on more than 16 columns) hands it to Eigen.
+// linear's bias rides in the product on oneDNN and the tile kernels (Note [Bias in the product]).
 // tools/shardbench's calibration times matmul at one thread through this same choice, so its
 // one-thread figure is the backend the ranks get.
 
@@ -180,8 +185,9 @@ void eigen_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 constexpr const char* kGemmEnv = "TESSERA_CPU_GEMM";
-constexpr std::array<GemmBackend, 4> kGemmBackends = {GemmBackend::kOneDnn, GemmBackend::kOpenBlas,
-                                                      GemmBackend::kEigen, GemmBackend::kNarrow};
+constexpr std::array<GemmBackend, 5> kGemmBackends = {GemmBackend::kOneDnn, GemmBackend::kOpenBlas,
+                                                      GemmBackend::kEigen, GemmBackend::kNarrow,
+                                                      GemmBackend::kTiles};
 
 // out = a @ b (float32, operands in BLAS layout) on `backend`; false when it declines.
 bool run_gemm_backend(GemmBackend backend, const Tensor& out, const Tensor& a, const Tensor& b) {
@@ -195,6 +201,8 @@ bool run_gemm_backend(GemmBackend backend, const Tensor& out, const Tensor& a, c
       return true;
     case GemmBackend::kNarrow:
       return narrow_matmul(out, a, b);
+    case GemmBackend::kTiles:
+      return tile_matmul(out, a, b);
   }
   return false;
 }
@@ -407,15 +415,23 @@ void matmul_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 // Note [Bias in the product]
-// linear's bias rides in oneDNN's epilogue while each output tile is still in registers: adding it
-// afterwards is one more pass over an output that is often larger than L2 (a transformer block's
-// 512 x 1024 MLP activation: 0.19 ms of a 2.7 ms product on one EPYC thread). Only where the
-// measured choice picks oneDNN for float32; elsewhere the caller adds the bias after the product.
+// linear's bias rides in oneDNN's epilogue, and in the tile kernels' first store of each tile,
+// while each output tile is still in registers: adding it afterwards is one more pass over an
+// output that is often larger than L2 (a transformer block's 512 x 1024 MLP activation: 0.19 ms
+// of a 2.7 ms product on one EPYC thread). Only where the measured choice picks one of those two
+// for float32; elsewhere the caller adds the bias after the product.
 bool matmul_bias_kernel(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
   if (out.dtype() != kFloat32 || out.numel() == 0 || a.size(-1) == 0) return false;
   OmpThreadsGuard threads(product_threads(out, a));
   const auto [pa, pb] = blas_operands(a, b);
-  return gemm_backend_for(out, pa, pb) == GemmBackend::kOneDnn && onednn_matmul(out, pa, pb, bias);
+  switch (gemm_backend_for(out, pa, pb)) {
+    case GemmBackend::kOneDnn:
+      return onednn_matmul(out, pa, pb, bias);
+    case GemmBackend::kTiles:
+      return tile_matmul(out, pa, pb, bias);
+    default:
+      return false;
+  }
 }
 
 }  // namespace
@@ -430,6 +446,8 @@ std::string_view gemm_backend_name(GemmBackend backend) {
       return "eigen";
     case GemmBackend::kNarrow:
       return "narrow";
+    case GemmBackend::kTiles:
+      return "tiles";
   }
   return "?";
 }
@@ -444,6 +462,8 @@ bool gemm_backend_available(GemmBackend backend) {
       return true;
     case GemmBackend::kNarrow:
       return narrow_matmul_available();
+    case GemmBackend::kTiles:
+      return tile_matmul_available();
   }
   return false;
 }
@@ -488,6 +508,20 @@ GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads, bo
     const OmpThreadsGuard guard(threads);
     return fastest_on_scratch(batch, m, n, k, a_row_major, b_row_major);
   });
+}
+
+GemmBackend chosen_gemm_backend(const Tensor& a, const Tensor& b) {
+  TS_INTERNAL_ASSERT(a.dtype() == kFloat32 && b.dtype() == kFloat32 && a.dim() >= 2 &&
+                         b.dim() == a.dim() && a.size(-1) == b.size(-2) && a.numel() > 0 &&
+                         b.numel() > 0,
+                     "[matmul] GEMM backend asked for operands ", a.sizes(), " ", a.dtype(), " @ ",
+                     b.sizes(), " ", b.dtype());
+  Shape out_shape = a.sizes();
+  out_shape[out_shape.size() - 1] = b.size(-1);
+  const Tensor out = Tensor::make_empty(out_shape, kFloat32, a.device());
+  const OmpThreadsGuard threads(product_threads(out, a));
+  const auto [pa, pb] = blas_operands(a, b);
+  return gemm_backend_for(out, pa, pb);
 }
 
 void register_linalg_kernels(KernelTable& table) {

@@ -1,4 +1,5 @@
-// The CPU float32 GEMM backends (oneDNN, OpenBLAS, Eigen, the narrow kernels), each forced in turn,
+// The CPU float32 GEMM backends (oneDNN, OpenBLAS, Eigen, the narrow and tile kernels), each forced
+// in turn,
 // and the measured choice among them (Note [CPU float32 GEMM choice]) against float64 loops over
 // indices.
 
@@ -24,7 +25,8 @@ using runtime_test::reference_matmul;
 namespace {
 
 const std::vector<GemmBackend> kBackends = {GemmBackend::kOneDnn, GemmBackend::kOpenBlas,
-                                            GemmBackend::kEigen, GemmBackend::kNarrow};
+                                            GemmBackend::kEigen, GemmBackend::kNarrow,
+                                            GemmBackend::kTiles};
 
 // Values in [-1, 1), float32.
 Tensor make(const Shape& shape, uint64_t seed) {
@@ -120,7 +122,7 @@ TEST_CASE("every CPU float32 GEMM backend against float64 loops", "[runtime][lin
       WARN("skipped " << name
                       << ": not in this build or on this CPU (TESSERA_ONEDNN / TESSERA_OPENBLAS "
                          "off, the package missing at configure time, or no AVX-512F for the "
-                         "narrow kernels)");
+                         "narrow and tile kernels)");
       continue;
     }
     cpu::GemmBackendOverride force(backend);
@@ -141,6 +143,7 @@ TEST_CASE("linear's bias in the product on every backend", "[runtime][linalg][ge
       {"1-D", make({96}, 66), make({30, 96}, 67)},
       {"weight stored transposed", make({64, 96}, 68), make({96, 40}, 69).t()},
       {"narrow n=10", make({128, 96}, 70), make({10, 96}, 71)},
+      {"K = 300: the tile kernels' two blocks of K", make({20, 300}, 75), make({40, 300}, 76)},
       {"K = 0", make({5, 0}, 72), make({7, 0}, 73)},
   };
   for (GemmBackend backend : kBackends) {
@@ -183,6 +186,43 @@ TEST_CASE("the narrow kernels on every output width and layout", "[runtime][lina
       for (const auto& [x, y] : {std::pair{a, b}, {a, b_col}, {a_col, b}, {a_col, b_col}}) {
         INFO(threads << " thread(s), n = " << n << ", a strides " << x.strides() << ", b strides "
                      << y.strides());
+        CHECK(mismatches(x, y, reference_matmul(x, y)) == 0);
+      }
+    }
+  }
+}
+
+// Tile edges (1 to 14 rows, 1 to 32 columns of a 14 x 32 tile), several blocks of K (256) and of
+// columns (512), every layout of a and b, each operand read in place and packed (Note
+// [Register-tile float32 products]: rows 2 KiB apart, 128 output rows or more, column-major a
+// deeper than 64), each against float64. linear's bias on them: the case below.
+TEST_CASE("the tile kernels on every tile edge, block and layout", "[runtime][linalg][gemm]") {
+  if (!cpu::gemm_backend_available(GemmBackend::kTiles)) {
+    WARN("skipped: the tile kernels need x86-64 with AVX-512F, which this CPU lacks");
+    return;
+  }
+  cpu::GemmBackendOverride force(GemmBackend::kTiles);
+  struct Dims {
+    int64_t m, n, k;
+  };
+  std::vector<Dims> dims;
+  for (int64_t m = 1; m <= 15; ++m) dims.push_back({m, 33, 19});  // every tile height
+  for (int64_t n : {1, 15, 16, 17, 31, 32, 47, 48, 64}) dims.push_back({29, n, 21});  // widths
+  dims.push_back({17, 530, 40});   // two blocks of columns, the last 18 wide
+  dims.push_back({30, 40, 600});   // three blocks of K, the last 88 deep
+  dims.push_back({16, 520, 270});  // both
+  dims.push_back({130, 45, 70});   // b packed for 128 rows or more
+  dims.push_back({20, 48, 512});   // a's rows 2 KiB apart: packed
+  dims.push_back({17, 512, 30});   // b's rows 2 KiB apart: packed
+  uint64_t seed = 500;
+  for (int threads : {1, 2}) {
+    const IntraOpThreadsGuard guard(threads);
+    for (const Dims& d : dims) {
+      const Tensor a = make({d.m, d.k}, ++seed), a_col = make({d.k, d.m}, ++seed).t();
+      const Tensor b = make({d.k, d.n}, ++seed), b_col = make({d.n, d.k}, ++seed).t();
+      for (const auto& [x, y] : {std::pair{a, b}, {a, b_col}, {a_col, b}, {a_col, b_col}}) {
+        INFO(threads << " thread(s), " << d.m << " x " << d.k << " @ " << d.k << " x " << d.n
+                     << ", a strides " << x.strides() << ", b strides " << y.strides());
         CHECK(mismatches(x, y, reference_matmul(x, y)) == 0);
       }
     }

@@ -1,0 +1,337 @@
+// Float32 products on register tiles, in AVX-512 (kernels/cpu/tile_matmul.h).
+//
+// Note [Register-tile float32 products]
+// A training step's products are shaped by its model, not by a library's blocking: a transformer
+// block's are 512 tokens deep or 256 features deep, attention's are 64 x 32 x 64 on heads that
+// are strided views of one fused qkv tensor. oneDNN 2.6 and OpenBLAS 0.3.21 ran the block's
+// products at 85-90% of one EPYC thread's FMA peak (~108 GFLOP/s, bench/vs_libtorch prints it)
+// and attention's at 40-75%, while the same 14 x 32 register tile below reaches ~98% of the peak
+// when its operands sit in cache: what they lose is in packing both operands and walking blocks
+// sized for large squares. These kernels pack only what they must:
+// - The tile: 14 rows x 32 columns of the output in 28 accumulators; per step of K, two vectors of
+//   a row of b and 14 broadcasts of a column of a (28 FMAs for 16 loads, within a Zen 4 or
+//   Skylake-X core's load ports), written back once per block of K, the bias added on the first.
+// - a is read in place in either layout: a row-major block of 14 rows is 14 streams along K, a
+//   column-major one is 14 adjacent floats per step. Its 14 x 256 floats stay in L1 while the tile
+//   sweeps a block of b's columns.
+// - b row-major is read in place, 32 floats of a row per step; a column-major b (linear's weight,
+//   k^T in attention) is packed into panels of 32 columns per block of K and columns, with
+//   16 x 16 transposes in registers.
+// - Blocks: 256 of K (a's 14-row block in L1) by 512 columns of b (the block in L2, reused by
+//   every 14 rows of the output).
+// They take every shape and layout, and are one more candidate of the measured choice
+// (Note [CPU float32 GEMM choice] in linalg.cpp), which keeps them only where they win. Written
+// with intrinsics under function target attributes, as the narrow kernels (Note [Narrow float32
+// products] in narrow_matmul.cpp).
+
+#include "kernels/cpu/tile_matmul.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu/gemm_tasks.h"
+#include "kernels/cpu/onednn_matmul.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TS_TILE_GEMM 1
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+// GCC 12's avx512fintrin.h trips these wherever its intrinsics inline (GCC PR 105593), as in
+// narrow_matmul.cpp.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#else
+#define TS_TILE_GEMM 0
+#endif
+
+namespace tessera::cpu {
+
+#if TS_TILE_GEMM
+
+namespace {
+
+#define TS_AVX512 __attribute__((target("avx512f,fma")))
+
+constexpr int kTileRows = 14;
+constexpr int64_t kTileCols = 32;
+constexpr int64_t kDepthBlock = 256;
+constexpr int64_t kColumnBlock = 512;
+
+// Lanes [0, count) of a vector; none when count <= 0.
+TS_AVX512 inline __mmask16 first_lanes(int64_t count) {
+  if (count <= 0) return 0;
+  return count >= 16 ? static_cast<__mmask16>(0xFFFF)
+                     : static_cast<__mmask16>((1u << static_cast<unsigned>(count)) - 1u);
+}
+
+// One tile: c[0, R) x [0, cols) = (accumulate ? c : bias or 0) + a[0, R) x [0, kc) @ b[0, kc) x
+// [0, cols), cols <= 32. a(r, p) at a[r * lda + p] (kARowMajor) or a[p * lda + r]; b's rows are
+// ldb apart, 32 floats each read (kMasked: only the first cols, the rest zero); c row-major (ldc).
+template <int R, bool kARowMajor, bool kMasked>
+TS_AVX512 void tile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                    int64_t ldc, int64_t cols, bool accumulate, const float* bias) {
+  const __mmask16 mask0 = kMasked ? first_lanes(cols) : static_cast<__mmask16>(0xFFFF);
+  const __mmask16 mask1 = kMasked ? first_lanes(cols - 16) : static_cast<__mmask16>(0xFFFF);
+  __m512 acc[R][2];
+#pragma GCC unroll 14
+  for (int r = 0; r < R; ++r) {
+    acc[r][0] = _mm512_setzero_ps();
+    acc[r][1] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* bp = b + p * ldb;
+#ifdef TS_TILE_PREFETCH
+    _mm_prefetch(reinterpret_cast<const char*>(bp + TS_TILE_PREFETCH * ldb), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(bp + TS_TILE_PREFETCH * ldb + 16), _MM_HINT_T0);
+#endif
+    const __m512 b0 = kMasked ? _mm512_maskz_loadu_ps(mask0, bp) : _mm512_loadu_ps(bp);
+    const __m512 b1 = kMasked ? _mm512_maskz_loadu_ps(mask1, bp + 16) : _mm512_loadu_ps(bp + 16);
+#pragma GCC unroll 14
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = _mm512_set1_ps(kARowMajor ? a[r * lda + p] : a[p * lda + r]);
+      acc[r][0] = _mm512_fmadd_ps(x, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
+    }
+  }
+  __m512 base0 = _mm512_setzero_ps(), base1 = _mm512_setzero_ps();
+  if (bias != nullptr) {
+    base0 = _mm512_maskz_loadu_ps(mask0, bias);
+    base1 = _mm512_maskz_loadu_ps(mask1, bias + 16);
+  }
+#pragma GCC unroll 14
+  for (int r = 0; r < R; ++r) {
+    float* cr = c + r * ldc;
+    if (accumulate) {
+      base0 = _mm512_maskz_loadu_ps(mask0, cr);
+      base1 = _mm512_maskz_loadu_ps(mask1, cr + 16);
+    }
+    _mm512_mask_storeu_ps(cr, mask0, _mm512_add_ps(base0, acc[r][0]));
+    _mm512_mask_storeu_ps(cr + 16, mask1, _mm512_add_ps(base1, acc[r][1]));
+  }
+}
+
+using TileFn = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t,
+                        int64_t, bool, const float*);
+
+// tile<R, ...> for R = 1 .. kTileRows, indexed by R - 1.
+template <bool kARowMajor, bool kMasked, size_t... I>
+constexpr std::array<TileFn, sizeof...(I)> tiles_by_rows(std::index_sequence<I...>) {
+  return {&tile<static_cast<int>(I) + 1, kARowMajor, kMasked>...};
+}
+
+TileFn tile_for(int64_t rows, bool a_row_major, bool masked) {
+  constexpr auto idx = std::make_index_sequence<kTileRows>();
+  static constexpr auto kRowMasked = tiles_by_rows<true, true>(idx);
+  static constexpr auto kRowFull = tiles_by_rows<true, false>(idx);
+  static constexpr auto kColMasked = tiles_by_rows<false, true>(idx);
+  static constexpr auto kColFull = tiles_by_rows<false, false>(idx);
+  const auto& table =
+      a_row_major ? (masked ? kRowMasked : kRowFull) : (masked ? kColMasked : kColFull);
+  return table[static_cast<size_t>(rows - 1)];
+}
+
+// In-register transpose of 16 vectors (rows) into 16 vectors (columns).
+TS_AVX512 void transpose16(__m512 (&r)[16]) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4i + q], 128-bit lane L: column 4L + q of rows 4i .. 4i + 3.
+  __m512 u[16];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const __m512d t0 = _mm512_castps_pd(t[4 * i]), t1 = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[4 * i + 2]), t3 = _mm512_castps_pd(t[4 * i + 3]);
+    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x88);
+    const __m512 v1 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xDD);
+    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x88);
+    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xDD);
+    r[q] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+    r[8 + q] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
+    r[4 + q] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+    r[12 + q] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
+  }
+}
+
+// Packs b(p, j), p < kc, j < nc, into panels of 32 columns: panel[(j / 32) * kc * 32 + p * 32 +
+// j % 32], the last panel's missing columns zero. b(p, j) at b[p * ldb + j] (row-major: copies of
+// rows) or b[j * ldb + p] (column-major: 16 x 16 transposes).
+TS_AVX512 void pack_panels(const float* b, int64_t ldb, bool row_major, int64_t kc, int64_t nc,
+                           float* panels) {
+  for (int64_t j0 = 0; j0 < nc; j0 += 16) {
+    float* panel = panels + (j0 / kTileCols) * kc * kTileCols + j0 % kTileCols;
+    const int64_t width = std::min<int64_t>(16, nc - j0);
+    if (row_major) {
+      const __mmask16 columns = first_lanes(width);
+      for (int64_t p = 0; p < kc; ++p) {
+        _mm512_storeu_ps(panel + p * kTileCols, _mm512_maskz_loadu_ps(columns, b + p * ldb + j0));
+      }
+      continue;
+    }
+    for (int64_t p0 = 0; p0 < kc; p0 += 16) {
+      const __mmask16 depth = first_lanes(kc - p0);
+      __m512 v[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        v[j] =
+            j < width ? _mm512_maskz_loadu_ps(depth, b + (j0 + j) * ldb + p0) : _mm512_setzero_ps();
+      }
+      transpose16(v);
+      const int64_t rows = std::min<int64_t>(16, kc - p0);
+      for (int64_t p = 0; p < rows; ++p) _mm512_storeu_ps(panel + (p0 + p) * kTileCols, v[p]);
+    }
+  }
+  if (nc % kTileCols != 0 && nc % kTileCols <= 16) {  // the last panel's second half
+    float* panel = panels + (nc / kTileCols) * kc * kTileCols + 16;
+    for (int64_t p = 0; p < kc; ++p) _mm512_storeu_ps(panel + p * kTileCols, _mm512_setzero_ps());
+  }
+}
+
+// Packs the 14-row block of a the tiles read, rows [0, rows) x depth [0, kc), into `block` so
+// that it stays in L1 as they sweep b's columns: row-major rows copied `ld` floats apart, ld one
+// odd number of cache lines (read in place, rows a multiple of 4 KiB apart, such as K = 1024,
+// fall into one L1 set and evict each other: the K = 1024 products ran at half speed), or
+// column-major steps of K copied 16 floats apart. Returns the block's leading dimension.
+TS_AVX512 int64_t pack_block(const float* a, int64_t lda, bool row_major, int64_t rows, int64_t kc,
+                             float* block) {
+  if (!row_major) {
+    const __mmask16 lanes = first_lanes(rows);
+    for (int64_t p = 0; p < kc; ++p) {
+      _mm512_storeu_ps(block + p * 16, _mm512_maskz_loadu_ps(lanes, a + p * lda));
+    }
+    return 16;
+  }
+  const int64_t ld = (kc + 15) / 32 * 32 + 16;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t p = 0; p < kc; p += 16) {
+      _mm512_storeu_ps(block + r * ld + p,
+                       _mm512_maskz_loadu_ps(first_lanes(kc - p), a + r * lda + p));
+    }
+  }
+  return ld;
+}
+
+// Floats pack_block needs for a depth of kc.
+constexpr int64_t block_floats(int64_t kc) {
+  return std::max<int64_t>(kc * 16, kTileRows * ((kc + 15) / 32 * 32 + 16));
+}
+
+struct Matrix {
+  const float* data;
+  int64_t ld;
+  bool row_major;
+};
+
+// Whether the tiles read a's 14-row block in place rather than from pack_block's copy: row-major
+// rows not a multiple of 2 KiB apart (at most 7 of the 14 in one L1 set), or column-major blocks
+// shallow enough (64 steps, one line each) that their lines cannot crowd a set.
+bool a_in_place(const Matrix& a, int64_t kc) { return a.row_major ? a.ld % 512 != 0 : kc <= 64; }
+
+// Whether the tiles read b in place rather than from pack_panels's copy: row-major, rows not a
+// multiple of 2 KiB apart, and too few output rows (fewer than 128: attention's heads) for the
+// copy to pay for itself (reading v in place ran p @ v at 94 GFLOP/s on one EPYC thread, packed
+// at 76).
+bool b_in_place(const Matrix& b, int64_t m) { return b.row_major && b.ld % 512 != 0 && m < 128; }
+
+// c (m x n, row-major, ldc) = a (m x k) @ b (k x n) (+ bias). `panels` holds a block of b:
+// min(k, kDepthBlock) x min(n, kColumnBlock) floats, the columns rounded up to 32; `block`
+// block_floats(min(k, kDepthBlock)) floats.
+TS_AVX512 void product(int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, float* c, int64_t ldc,
+                       const float* bias, float* panels, float* block) {
+  for (int64_t jc = 0; jc < n; jc += kColumnBlock) {
+    const int64_t nc = std::min(kColumnBlock, n - jc);
+    for (int64_t pc = 0; pc < k; pc += kDepthBlock) {
+      const int64_t kc = std::min(kDepthBlock, k - pc);
+      const bool pack_b = !b_in_place(b, m);
+      if (pack_b) {
+        pack_panels(b.row_major ? b.data + pc * b.ld + jc : b.data + jc * b.ld + pc, b.ld,
+                    b.row_major, kc, nc, panels);
+      }
+      const float* b_block = pack_b ? panels : b.data + pc * b.ld + jc;
+      const int64_t ldb = pack_b ? kTileCols : b.ld;
+      const bool first = pc == 0;
+      for (int64_t i0 = 0; i0 < m; i0 += kTileRows) {
+        const int64_t rows = std::min<int64_t>(kTileRows, m - i0);
+        const float* a_block = a.row_major ? a.data + i0 * a.ld + pc : a.data + pc * a.ld + i0;
+        int64_t lda = a.ld;
+        if (!a_in_place(a, kc)) {
+          lda = pack_block(a_block, a.ld, a.row_major, rows, kc, block);
+          a_block = block;
+        }
+        for (int64_t j = 0; j < nc; j += kTileCols) {
+          const int64_t cols = std::min(kTileCols, nc - j);
+          const TileFn fn = tile_for(rows, a.row_major, cols < kTileCols);
+          fn(kc, a_block, lda, b_block + (pack_b ? j * kc : j), ldb, c + i0 * ldc + jc + j, ldc,
+             cols, !first, first && bias != nullptr ? bias + jc + j : nullptr);
+        }
+      }
+    }
+  }
+}
+
+#undef TS_AVX512
+
+}  // namespace
+
+bool tile_matmul_available() {
+  static const bool available = __builtin_cpu_supports("avx512f");
+  return available;
+}
+
+bool tile_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
+  TS_INTERNAL_ASSERT(out.dtype() == kFloat32, "[matmul] tile path called with dtype ", out.dtype());
+  if (!tile_matmul_available()) return false;
+  const int64_t m = out.size(-2), n = out.size(-1), k = a.size(-1);
+  const MatrixLayout la = *blas_layout(a);
+  const MatrixLayout lb = *blas_layout(b);
+  const int64_t batch = out.numel() / (m * n);
+  const std::vector<int64_t> off_a = batch_offsets(a, batch);
+  const std::vector<int64_t> off_b = batch_offsets(b, batch);
+  const float* pa = static_cast<const float*>(a.raw_data());
+  const float* pb = static_cast<const float*>(b.raw_data());
+  const float* pbias = bias.defined() ? static_cast<const float*>(bias.raw_data()) : nullptr;
+  float* pc = static_cast<float*>(out.raw_data());
+
+  // b's panels and a's block, one set per OpenMP thread, from the caching allocator (which
+  // reuses the memory call after call; fresh pages are slow).
+  const int threads = omp_get_max_threads();
+  const int64_t panel_floats = std::min(kDepthBlock, k) *
+                               (std::min(kColumnBlock, n) + kTileCols - 1) / kTileCols * kTileCols;
+  const int64_t scratch_floats = panel_floats + block_floats(std::min(kDepthBlock, k));
+  const Tensor scratch = Tensor::make_empty({threads, scratch_floats}, kFloat32, Device::cpu());
+  float* pscratch = static_cast<float*>(scratch.raw_data());
+
+  for_each_gemm_piece(batch, m, kTileRows, [&](int64_t i, int64_t begin, int64_t rows) {
+    const Matrix ma{pa + off_a[static_cast<size_t>(i)] + (la.row_major ? begin * la.ld : begin),
+                    la.ld, la.row_major};
+    const Matrix mb{pb + off_b[static_cast<size_t>(i)], lb.ld, lb.row_major};
+    float* own = pscratch + omp_get_thread_num() * scratch_floats;
+    product(rows, n, k, ma, mb, pc + i * m * n + begin * n, n, pbias, own, own + panel_floats);
+  });
+  return true;
+}
+
+#else  // not x86-64 with GCC or Clang
+
+bool tile_matmul_available() { return false; }
+
+bool tile_matmul(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { return false; }
+
+#endif
+
+}  // namespace tessera::cpu
