@@ -83,9 +83,11 @@ Case transposed_copy() {
 Case square_matmul(int64_t n, DType dtype) {
   auto o = operands({n, n}, dtype, false);
   const std::string name = fmt::format("matmul {} {}", dtype == kFloat32 ? "f32" : "bf16", n);
-  return {name, 1.0, [o] { o->out = matmul(o->a, o->b); },
-          [o] { o->tout = torch::matmul(o->ta, o->tb); },
-          [o] { return relative_difference(o->out, o->tout); }};
+  Case c{name, 1.0, [o] { o->out = matmul(o->a, o->b); },
+         [o] { o->tout = torch::matmul(o->ta, o->tb); },
+         [o] { return relative_difference(o->out, o->tout); }};
+  if (dtype == kFloat32) c.product_flops = 2.0 * double(n) * double(n) * double(n);
+  return c;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ struct Case {
   std::function<void()> libtorch;        // one call of the libtorch side
   std::function<double()> max_rel_diff;  // both sides' results compared after timing
   int calls_per_sample = 1;              // very short cases are timed in batches
+  double product_flops = 0;              // float32 FLOPs of its matrix products, if it has any
 };
 
 struct CaseTiming {

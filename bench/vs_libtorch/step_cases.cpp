@@ -46,9 +46,20 @@ std::shared_ptr<MlpState> mlp_state() {
   return s;
 }
 
+// FLOPs of an m x k @ k x n product.
+constexpr double product_flops(int64_t m, int64_t k, int64_t n) {
+  return 2.0 * double(m) * double(k) * double(n);
+}
+
+// The MLP step's products: X W1 and H W2 forward; dY W2^T, H^T dY and X^T dH backward (X takes
+// no gradient).
+constexpr double kMlpStepFlops =
+    2 * product_flops(kRows, kIn, kHidden) + 3 * product_flops(kRows, kHidden, kClasses);
+
 Case mlp_step() {
   auto s = mlp_state();
   Case c{"MLP step: cross_entropy(gelu(X W1) W2) fwd+bwd", 0.8, nullptr, nullptr, nullptr};
+  c.product_flops = kMlpStepFlops;
   c.tessera = [s] {
     const auto& l = s->leaves.ts;
     Tensor loss = cross_entropy(matmul(gelu(matmul(l[0], l[1])), l[2]), s->labels);
@@ -206,6 +217,13 @@ struct BlockState {
   std::vector<torch::Tensor> torch_out;
 };
 
+// The block step's products: each linear forward and its two gradients (every leaf takes one,
+// x too), attention's q k^T and p v forward and their two gradients each.
+constexpr double kBlockStepFlops = 3 * (product_flops(kBatch * kSeq, kModel, 3 * kModel) +
+                                        product_flops(kBatch * kSeq, kModel, kModel) +
+                                        2 * product_flops(kBatch * kSeq, kModel, kMlp)) +
+                                   3 * kBatch * kHeads * 2 * product_flops(kSeq, kHeadDim, kSeq);
+
 Case block_step() {
   auto s = std::make_shared<BlockState>();
   s->leaves = block_leaves();
@@ -213,6 +231,7 @@ Case block_step() {
   s->torch_mask = to_torch(s->mask);
   Case c{"transformer block step fwd+bwd (8x64, hidden 256, 8 heads)", 0.8, nullptr, nullptr,
          nullptr};
+  c.product_flops = kBlockStepFlops;
   c.tessera = [s] {
     s->out = autograd::grad({block_loss(s->leaves.ts, s->mask, TesseraOps{})}, s->leaves.ts);
   };

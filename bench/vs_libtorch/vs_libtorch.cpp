@@ -7,6 +7,11 @@
 //
 // For libtorch's best figures run with ATEN_CPU_CAPABILITY=avx512 (where the CPU has it) and
 // OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset; the header prints what was in effect.
+//
+// Under each table, the cases made of float32 products (the GEMMs, the training steps) against
+// the physical limit: their products' FLOPs at the FMA peak of the threads, measured at the start
+// (bench/fma_peak.h). A step cannot run faster than that floor; a target below what the floor
+// allows says so.
 
 #include <dlfcn.h>
 
@@ -15,7 +20,10 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "bench/fma_peak.h"
 #include "bench/vs_libtorch/cases.h"
 
 namespace vs = tessera::bench::vs_libtorch;
@@ -88,6 +96,24 @@ std::string seconds(double s) {
   return fmt::format("{:.3f} ms", s * 1e3);
 }
 
+// Each case's products at `gflops` (the threads' FMA peak): the floor, both sides as multiples
+// of it, and the fraction of the peak the target demands of the products alone.
+void print_floors(const std::vector<std::pair<const vs::Case*, vs::CaseTiming>>& rows,
+                  double gflops) {
+  if (rows.empty() || gflops <= 0) return;
+  std::cout << fmt::format("\nagainst the FMA peak ({:.1f} GFLOP/s at these threads):\n", gflops);
+  for (const auto& [c, t] : rows) {
+    const double floor_s = c->product_flops / (gflops * 1e9);
+    std::cout << fmt::format(
+        "  {}: {:.3f} GFLOP of products, {} at the peak; Tessera {:.2f}x that floor, libtorch "
+        "{:.2f}x; the {:.2f} target leaves {:.2f}x (products at >= {:.0f}% of the peak with "
+        "nothing else)\n",
+        c->name, c->product_flops * 1e-9, seconds(floor_s), t.tessera_s / floor_s,
+        t.libtorch_s / floor_s, c->target, c->target * t.libtorch_s / floor_s,
+        100.0 * floor_s / (c->target * t.libtorch_s));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,6 +128,9 @@ int main(int argc, char** argv) {
       TORCH_VERSION, cpu_model(), options.rounds, env_or("ATEN_CPU_CAPABILITY", "(unset)"),
       env_or("OPENBLAS_CORETYPE", "(unset)"), env_or("OPENBLAS_L2_SIZE", "(unset)"));
 
+  const double peak = tessera::bench::fma_peak_gflops();
+  std::cout << fmt::format("float32 FMA peak of one thread, measured: {:.1f} GFLOP/s\n", peak);
+
   int over_target = 0;
   int wrong = 0;
   for (int threads : options.threads) {
@@ -115,9 +144,11 @@ int main(int argc, char** argv) {
                              "Tessera", "libtorch", "ratio", "target", "rel diff");
     std::cout << fmt::format("|{:-<60}|{:-<13}|{:-<13}|{:-<8}|{:-<8}|{:-<11}|\n", "", "", "", "",
                              "", "");
+    std::vector<std::pair<const vs::Case*, vs::CaseTiming>> with_products;
     for (const vs::Case& c : cases) {
       if (!options.filter.empty() && c.name.find(options.filter) == std::string::npos) continue;
       const vs::CaseTiming t = vs::time_case(c, options.rounds);
+      if (c.product_flops > 0) with_products.emplace_back(&c, t);
       const double diff = c.max_rel_diff();
       // float32 results of differently ordered sums; bfloat16 GEMMs round their outputs to 8 bits.
       const bool agrees = diff <= (c.name.find("bf16") != std::string::npos ? 2e-2 : 1e-4);
@@ -130,6 +161,7 @@ int main(int argc, char** argv) {
           agrees ? " " : "!");
       std::cout.flush();
     }
+    print_floors(with_products, peak * threads);
   }
   std::cout << fmt::format(
       "\n* over target: {} row(s); ! results differ beyond float32 rounding: {} row(s)\n",
