@@ -59,7 +59,8 @@ namespace tessera::cpu {
 //   thread gets the same answer). The trial keeps the shape rather than a fixed one per class
 //   because a factor of two in one dim flips the winner: on the EPYC at one thread, 256 x 512 x 10
 //   (M x K x N) runs at 68 GFLOP/s on oneDNN and 47 on OpenBLAS, 256 x 1024 x 10 at 33 and 46.
-//   Eigen is timed only on trials of at most 64^3 multiply-adds: on larger ones it ran at a
+//   The tile kernels are not timed on products of K <= 16 (See fastest_gemm_backend). Eigen is
+//   timed only on trials of at most 64^3 multiply-adds: on larger ones it ran at a
 //   third or less of oneDNN's and OpenBLAS's rate on every shape of the bench (and would triple the
 //   cost). Cost: three runs each of oneDNN, OpenBLAS and the tile kernels on <= 268 MFLOP, ~25 ms
 //   at the EPYC's ~100 GFLOP/s per thread for a large class, about 4 ms for the MLP's 10-wide layer
@@ -258,6 +259,9 @@ GemmBackend fastest_gemm_backend(const Tensor& out, const Tensor& a, const Tenso
     if (!gemm_backend_available(backend)) continue;
     if (backend == GemmBackend::kEigen && work > kEigenTrialWork) continue;
     if (backend == GemmBackend::kNarrow && out.size(-1) > kNarrowGemmMaxN) continue;
+    // A tile stores its 28 vectors after K steps of 28 FMAs: at K <= 16 the stores are half the
+    // work, and the trial's noise could still pick it (it ran 256 x 10 x 1024 at 0.8x oneDNN).
+    if (backend == GemmBackend::kTiles && a.size(-1) <= kDimLimits[0]) continue;
     candidates.push_back(backend);
   }
   if (candidates.empty()) return GemmBackend::kEigen;
