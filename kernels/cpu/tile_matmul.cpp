@@ -3,26 +3,29 @@
 // Note [Register-tile float32 products]
 // A training step's products are shaped by its model, not by a library's blocking: a transformer
 // block's are 512 tokens deep or 256 features deep, attention's are 64 x 32 x 64 on heads that
-// are strided views of one fused qkv tensor. oneDNN 2.6 and OpenBLAS 0.3.21 ran the block's
-// products at 85-90% of one EPYC thread's FMA peak (~108 GFLOP/s, bench/vs_libtorch prints it)
-// and attention's at 40-75%, while the same 14 x 32 register tile below reaches ~98% of the peak
-// when its operands sit in cache: what they lose is in packing both operands and walking blocks
-// sized for large squares. These kernels pack only what they must:
+// are strided views of one fused qkv tensor. On one EPYC (Zen 4) thread oneDNN 2.6 and OpenBLAS
+// 0.3.21 ran the block's large products at 79-88% of the FMA peak (106-116 GFLOP/s, measured by
+// bench/fma_peak.h) and attention's strided q @ k^T at 40-50%, while the 14 x 32 register tile
+// below runs at ~99% of the peak when its operands sit in cache. These kernels:
 // - The tile: 14 rows x 32 columns of the output in 28 accumulators; per step of K, two vectors of
-//   a row of b and 14 broadcasts of a column of a (28 FMAs for 16 loads, within a Zen 4 or
-//   Skylake-X core's load ports), written back once per block of K, the bias added on the first.
-// - a is read in place in either layout: a row-major block of 14 rows is 14 streams along K, a
-//   column-major one is 14 adjacent floats per step. Its 14 x 256 floats stay in L1 while the tile
-//   sweeps a block of b's columns.
-// - b row-major is read in place, 32 floats of a row per step; a column-major b (linear's weight,
-//   k^T in attention) is packed into panels of 32 columns per block of K and columns, with
-//   16 x 16 transposes in registers.
-// - Blocks: 256 of K (a's 14-row block in L1) by 512 columns of b (the block in L2, reused by
-//   every 14 rows of the output).
-// They take every shape and layout, and are one more candidate of the measured choice
-// (Note [CPU float32 GEMM choice] in linalg.cpp), which keeps them only where they win. Written
-// with intrinsics under function target attributes, as the narrow kernels (Note [Narrow float32
-// products] in narrow_matmul.cpp).
+//   a row of b and 14 broadcasts from a (28 FMAs for 16 loads, within a Zen 4 or Skylake-X core's
+//   load ports), written back once per block of K, the bias added on the first.
+// - a is read in place in either layout (14 streams along K, or 14 adjacent floats per step)
+//   unless its lines would crowd one L1 set: rows a multiple of 2 KiB apart (the K = 1024
+//   products ran at half speed in place), or a column-major block deeper than 64 steps. Then each
+//   14-row block is copied first (pack_block), the copy staying in L1 while the tiles sweep b.
+// - b is packed per block of K and columns into panels of 32 columns (copies of rows, or 16 x 16
+//   transposes in registers for a column-major b: linear's weight, k^T in attention), except a
+//   row-major b with rows not 2 KiB multiples apart under fewer than 128 output rows (attention's
+//   v), read in place where the copy would not pay for itself.
+// - Blocks: 256 of K by 512 columns of b (the block in L2, reused by every 14 rows).
+// In whole products they won attention's strided heads (q @ k^T 71-78 GFLOP/s against oneDNN's
+// 42-51 and OpenBLAS's 54-59), tied linear's x @ W^T, and stayed 3-8% behind oneDNN on large
+// row-major products, where the two packs cost 5% and 3% (perf) and oneDNN reads in place
+// (bench/gemm_backends_bench prints each). They take every shape and layout, and are one more
+// candidate of the measured choice (Note [CPU float32 GEMM choice] in linalg.cpp), which keeps
+// them only where they win. Written with intrinsics under function target attributes, as the
+// narrow kernels (Note [Narrow float32 products] in narrow_matmul.cpp).
 
 #include "kernels/cpu/tile_matmul.h"
 
@@ -238,7 +241,7 @@ struct Matrix {
 };
 
 // Whether the tiles read a's 14-row block in place rather than from pack_block's copy: row-major
-// rows not a multiple of 2 KiB apart (at most 7 of the 14 in one L1 set), or column-major blocks
+// rows not a multiple of 2 KiB apart (at most 4 of the 14 in one L1 set), or column-major blocks
 // shallow enough (64 steps, one line each) that their lines cannot crowd a set.
 bool a_in_place(const Matrix& a, int64_t kc) { return a.row_major ? a.ld % 512 != 0 : kc <= 64; }
 
