@@ -19,8 +19,8 @@
 //   row-major b with rows not 2 KiB multiples apart under fewer than 128 output rows (attention's
 //   v), read in place where the copy would not pay for itself.
 // - Blocks: 256 of K by 512 columns of b (the block in L2, reused by every 14 rows).
-// In whole products they won attention's strided heads (q @ k^T 71-78 GFLOP/s against oneDNN's
-// 42-51 and OpenBLAS's 54-59), tied linear's x @ W^T, and stayed 3-8% behind oneDNN on large
+// In whole products they won attention's strided heads (q @ k^T 71-81 GFLOP/s against oneDNN's
+// 40-51 and OpenBLAS's 54-59), tied linear's x @ W^T, and stayed 3-8% behind oneDNN on large
 // row-major products, where the two packs cost 5% and 3% (perf) and oneDNN reads in place
 // (bench/gemm_backends_bench prints each). They take every shape and layout, and are one more
 // candidate of the measured choice (Note [CPU float32 GEMM choice] in linalg.cpp), which keeps
