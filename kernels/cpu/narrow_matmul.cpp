@@ -213,22 +213,16 @@ bool narrow_matmul_available() {
 bool narrow_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   TS_INTERNAL_ASSERT(out.dtype() == kFloat32, "[matmul] narrow path called with dtype ",
                      out.dtype());
-  const int64_t m = out.size(-2), n = out.size(-1), k = a.size(-1);
-  if (n > kNarrowGemmMaxN || !narrow_matmul_available()) return false;
-  const MatrixLayout la = *blas_layout(a);
-  const MatrixLayout lb = *blas_layout(b);
-  const int64_t batch = out.numel() / (m * n);
-  const std::vector<int64_t> off_a = batch_offsets(a, batch);
-  const std::vector<int64_t> off_b = batch_offsets(b, batch);
-  const float* pa = static_cast<const float*>(a.raw_data());
-  const float* pb = static_cast<const float*>(b.raw_data());
-  float* pc = static_cast<float*>(out.raw_data());
+  if (out.size(-1) > kNarrowGemmMaxN || !narrow_matmul_available()) return false;
+  const Float32Products p(out, a, b);
+  const int64_t m = p.m, n = p.n, k = p.k;
+  const MatrixLayout la = p.la, lb = p.lb;
 
   // Batches, each cut into blocks of rows when there are fewer batches than threads.
-  for_each_gemm_piece(batch, m, kRowAlign, [&](int64_t i, int64_t begin, int64_t rows) {
-    const float* ai = pa + off_a[static_cast<size_t>(i)];
-    const float* bi = pb + off_b[static_cast<size_t>(i)];
-    float* ci = pc + i * m * n + begin * n;
+  for_each_gemm_piece(p.batch, m, kRowAlign, [&](int64_t i, int64_t begin, int64_t rows) {
+    const float* ai = p.a_matrix(i);
+    const float* bi = p.b_matrix(i);
+    float* ci = p.out_matrix(i) + begin * n;
     if (!la.row_major) {
       const int64_t sbk = lb.row_major ? lb.ld : 1, sbn = lb.row_major ? 1 : lb.ld;
       run_columns<kNarrowGemmMaxN>(ai + begin, la.ld, bi, sbk, sbn, rows, n, k, ci);

@@ -79,35 +79,29 @@ bool openblas_available() { return true; }
 bool openblas_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   TS_INTERNAL_ASSERT(out.dtype() == kFloat32, "[matmul] OpenBLAS path called with dtype ",
                      out.dtype());
-  const MatrixLayout la = *blas_layout(a);
-  const MatrixLayout lb = *blas_layout(b);
-  const int64_t m = out.size(-2), n = out.size(-1), k = a.size(-1);
-  if (!fits_blas_int(m) || !fits_blas_int(n) || !fits_blas_int(k) || !fits_blas_int(la.ld) ||
-      !fits_blas_int(lb.ld)) {
+  const Float32Products p(out, a, b);
+  if (!fits_blas_int(p.m) || !fits_blas_int(p.n) || !fits_blas_int(p.k) ||
+      !fits_blas_int(p.la.ld) || !fits_blas_int(p.lb.ld)) {
     return false;
   }
   const OneOpenBlasThread one_thread;
-  const int64_t batch = out.numel() / (m * n);
-  const std::vector<int64_t> off_a = batch_offsets(a, batch);
-  const std::vector<int64_t> off_b = batch_offsets(b, batch);
-  const float* pa = static_cast<const float*>(a.raw_data());
-  const float* pb = static_cast<const float*>(b.raw_data());
-  float* pc = static_cast<float*>(out.raw_data());
 
   // Each product's longer output dim is the one cut when there are fewer products than threads
   // (each thread packs the whole other operand).
-  const bool split_rows = m >= n;
-  for_each_gemm_piece(
-      batch, split_rows ? m : n, kSplitAlign, [&](int64_t i, int64_t begin, int64_t len) {
-        const float* ai = pa + off_a[static_cast<size_t>(i)];
-        const float* bi = pb + off_b[static_cast<size_t>(i)];
-        float* ci = pc + i * m * n;
-        if (split_rows) {
-          sgemm(len, n, k, ai + begin * (la.row_major ? la.ld : 1), la, bi, lb, ci + begin * n, n);
-        } else {
-          sgemm(m, len, k, ai, la, bi + begin * (lb.row_major ? 1 : lb.ld), lb, ci + begin, n);
-        }
-      });
+  const bool split_rows = p.m >= p.n;
+  for_each_gemm_piece(p.batch, split_rows ? p.m : p.n, kSplitAlign,
+                      [&](int64_t i, int64_t begin, int64_t len) {
+                        const float* ai = p.a_matrix(i);
+                        const float* bi = p.b_matrix(i);
+                        float* ci = p.out_matrix(i);
+                        if (split_rows) {
+                          sgemm(len, p.n, p.k, ai + begin * (p.la.row_major ? p.la.ld : 1), p.la,
+                                bi, p.lb, ci + begin * p.n, p.n);
+                        } else {
+                          sgemm(p.m, len, p.k, ai, p.la,
+                                bi + begin * (p.lb.row_major ? 1 : p.lb.ld), p.lb, ci + begin, p.n);
+                        }
+                      });
   return true;
 }
 

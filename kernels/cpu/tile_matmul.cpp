@@ -299,16 +299,9 @@ bool tile_matmul_available() {
 bool tile_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
   TS_INTERNAL_ASSERT(out.dtype() == kFloat32, "[matmul] tile path called with dtype ", out.dtype());
   if (!tile_matmul_available()) return false;
-  const int64_t m = out.size(-2), n = out.size(-1), k = a.size(-1);
-  const MatrixLayout la = *blas_layout(a);
-  const MatrixLayout lb = *blas_layout(b);
-  const int64_t batch = out.numel() / (m * n);
-  const std::vector<int64_t> off_a = batch_offsets(a, batch);
-  const std::vector<int64_t> off_b = batch_offsets(b, batch);
-  const float* pa = static_cast<const float*>(a.raw_data());
-  const float* pb = static_cast<const float*>(b.raw_data());
+  const Float32Products p(out, a, b);
+  const int64_t n = p.n, k = p.k;
   const float* pbias = bias.defined() ? static_cast<const float*>(bias.raw_data()) : nullptr;
-  float* pc = static_cast<float*>(out.raw_data());
 
   // b's panels and a's block, one set per OpenMP thread, from the caching allocator (which
   // reuses the memory call after call; fresh pages are slow).
@@ -319,12 +312,12 @@ bool tile_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tens
   const Tensor scratch = Tensor::make_empty({threads, scratch_floats}, kFloat32, Device::cpu());
   float* pscratch = static_cast<float*>(scratch.raw_data());
 
-  for_each_gemm_piece(batch, m, kTileRows, [&](int64_t i, int64_t begin, int64_t rows) {
-    const Matrix ma{pa + off_a[static_cast<size_t>(i)] + (la.row_major ? begin * la.ld : begin),
-                    la.ld, la.row_major};
-    const Matrix mb{pb + off_b[static_cast<size_t>(i)], lb.ld, lb.row_major};
+  for_each_gemm_piece(p.batch, p.m, kTileRows, [&](int64_t i, int64_t begin, int64_t rows) {
+    const Matrix ma{p.a_matrix(i) + (p.la.row_major ? begin * p.la.ld : begin), p.la.ld,
+                    p.la.row_major};
+    const Matrix mb{p.b_matrix(i), p.lb.ld, p.lb.row_major};
     float* own = pscratch + omp_get_thread_num() * scratch_floats;
-    product(rows, n, k, ma, mb, pc + i * m * n + begin * n, n, pbias, own, own + panel_floats);
+    product(rows, n, k, ma, mb, p.out_matrix(i) + begin * n, n, pbias, own, own + panel_floats);
   });
   return true;
 }
