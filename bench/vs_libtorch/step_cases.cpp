@@ -2,15 +2,16 @@
 // block (causal attention written out with matmul and softmax, GELU MLP) forward + backward.
 // Gradients come from autograd::grad on both sides, so nothing accumulates across calls.
 
-#include <cmath>
-#include <limits>
 #include <memory>
 
+#include "bench/training_steps.h"
 #include "bench/vs_libtorch/cases.h"
 
 namespace tessera::bench::vs_libtorch {
 
 namespace {
+
+using namespace steps;
 
 // Leaves with the same values on both sides.
 struct Leaves {
@@ -24,9 +25,7 @@ struct Leaves {
   }
 };
 
-// ---- the MLP step: cross_entropy(gelu(X W1) W2, y), 256 x 512 x 1024 x 10 ----
-
-constexpr int64_t kRows = 256, kIn = 512, kHidden = 1024, kClasses = 10;
+// ---- the MLP step (bench/training_steps.h) ----
 
 struct MlpState {
   Leaves leaves;  // X, W1, W2
@@ -38,23 +37,14 @@ struct MlpState {
 
 std::shared_ptr<MlpState> mlp_state() {
   auto s = std::make_shared<MlpState>();
-  s->leaves.add({kRows, kIn}, 1.0, false);
-  s->leaves.add({kIn, kHidden}, 1.0 / std::sqrt(double(kIn)));
-  s->leaves.add({kHidden, kClasses}, 1.0 / std::sqrt(double(kHidden)));
+  const std::vector<LeafSpec> specs = mlp_leaf_specs();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    s->leaves.add(Shape(specs[i].shape), specs[i].scale, /*requires_grad=*/i > 0);
+  }
   s->labels = randint(0, kClasses, {kRows});
   s->torch_labels = to_torch(s->labels);
   return s;
 }
-
-// FLOPs of an m x k @ k x n product.
-constexpr double product_flops(int64_t m, int64_t k, int64_t n) {
-  return 2.0 * double(m) * double(k) * double(n);
-}
-
-// The MLP step's products: X W1 and H W2 forward; dY W2^T, H^T dY and X^T dH backward (X takes
-// no gradient).
-constexpr double kMlpStepFlops =
-    2 * product_flops(kRows, kIn, kHidden) + 3 * product_flops(kRows, kHidden, kClasses);
 
 Case mlp_step() {
   auto s = mlp_state();
@@ -62,7 +52,7 @@ Case mlp_step() {
   c.product_flops = kMlpStepFlops;
   c.tessera = [s] {
     const auto& l = s->leaves.ts;
-    Tensor loss = cross_entropy(matmul(gelu(matmul(l[0], l[1])), l[2]), s->labels);
+    Tensor loss = mlp_loss(l[0], l[1], l[2], s->labels);
     s->out = autograd::grad({loss}, {l[1], l[2]});
   };
   c.libtorch = [s] {
@@ -124,74 +114,13 @@ Case mlp_gelu_backward() {
           [p] { return relative_difference(p->out, p->tout); }};
 }
 
-// ---- a transformer block: batch 8 x 64 tokens, hidden 256, 8 heads, MLP 1024 ----
+// ---- the transformer block (bench/training_steps.h) ----
 
-constexpr int64_t kBatch = 8, kSeq = 64, kModel = 256, kHeads = 8, kMlp = 1024;
-constexpr int64_t kHeadDim = kModel / kHeads;
-
-// Leaf order: x, ln1 weight, ln1 bias, Wqkv, bqkv, Wo, bo, ln2 weight, ln2 bias, W1, b1, W2, b2.
 Leaves block_leaves() {
   Leaves l;
-  const double s = 1.0 / std::sqrt(double(kModel));
-  l.add({kBatch, kSeq, kModel}, 1.0);
-  l.add({kModel}, 0.1);
-  l.add({kModel}, 0.1);
-  l.add({3 * kModel, kModel}, s);
-  l.add({3 * kModel}, 0.02);
-  l.add({kModel, kModel}, s);
-  l.add({kModel}, 0.02);
-  l.add({kModel}, 0.1);
-  l.add({kModel}, 0.1);
-  l.add({kMlp, kModel}, s);
-  l.add({kMlp}, 0.02);
-  l.add({kModel, kMlp}, 1.0 / std::sqrt(double(kMlp)));
-  l.add({kModel}, 0.02);
+  for (const LeafSpec& spec : block_leaf_specs()) l.add(Shape(spec.shape), spec.scale);
   return l;
 }
-
-// 0 on and below the diagonal, -inf above: causal attention as an additive mask.
-std::vector<float> causal_mask_values() {
-  std::vector<float> m(static_cast<size_t>(kSeq * kSeq), 0.0f);
-  for (int64_t i = 0; i < kSeq; ++i) {
-    for (int64_t j = i + 1; j < kSeq; ++j) {
-      m[static_cast<size_t>(i * kSeq + j)] = -std::numeric_limits<float>::infinity();
-    }
-  }
-  return m;
-}
-
-// The block, written once over a tensor library's functions (T = Tensor or torch::Tensor).
-template <typename T, typename Ops>
-T block_loss(const std::vector<T>& l, const T& mask, const Ops& ops) {
-  const T& x = l[0];
-  const T h1 = ops.layer_norm(x, l[1], l[2]);
-  const T qkv = ops.linear(h1, l[3], l[4]);
-  auto heads = [&](int64_t part) {
-    return qkv.narrow(-1, part * kModel, kModel)
-        .reshape({kBatch, kSeq, kHeads, kHeadDim})
-        .transpose(1, 2);
-  };
-  const T q = heads(0), k = heads(1), v = heads(2);
-  const T scores = ops.matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(kHeadDim))) + mask;
-  const T attn = ops.matmul(ops.softmax(scores), v).transpose(1, 2).reshape({kBatch, kSeq, kModel});
-  const T h = x + ops.linear(attn, l[5], l[6]);
-  const T m =
-      ops.linear(ops.gelu(ops.linear(ops.layer_norm(h, l[7], l[8]), l[9], l[10])), l[11], l[12]);
-  const T y = h + m;
-  return (y * y).mean();
-}
-
-struct TesseraOps {
-  Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b) const {
-    return ::tessera::layer_norm(x, {kModel}, w, b);
-  }
-  Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) const {
-    return ::tessera::linear(x, w, b);
-  }
-  Tensor matmul(const Tensor& a, const Tensor& b) const { return ::tessera::matmul(a, b); }
-  Tensor softmax(const Tensor& a) const { return ::tessera::softmax(a, -1); }
-  Tensor gelu(const Tensor& a) const { return ::tessera::gelu(a); }
-};
 
 struct TorchOps {
   torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& w,
@@ -216,13 +145,6 @@ struct BlockState {
   std::vector<Tensor> out;
   std::vector<torch::Tensor> torch_out;
 };
-
-// The block step's products: each linear forward and its two gradients (every leaf takes one,
-// x too), attention's q k^T and p v forward and their two gradients each.
-constexpr double kBlockStepFlops = 3 * (product_flops(kBatch * kSeq, kModel, 3 * kModel) +
-                                        product_flops(kBatch * kSeq, kModel, kModel) +
-                                        2 * product_flops(kBatch * kSeq, kModel, kMlp)) +
-                                   3 * kBatch * kHeads * 2 * product_flops(kSeq, kHeadDim, kSeq);
 
 Case block_step() {
   auto s = std::make_shared<BlockState>();

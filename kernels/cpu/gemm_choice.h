@@ -4,6 +4,7 @@
 // tests and benchmarks use it to run each backend, and to see what the choice was.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string_view>
 
@@ -52,5 +53,22 @@ GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads,
 // dims with equal batch dims (views as they come: a strided head is its own class), measuring
 // the class now if no product of it has yet.
 GemmBackend chosen_gemm_backend(const Tensor& a, const Tensor& b);
+
+// One float32 product as the CPU matmul kernels ran it: a batch of m x k @ k x n products, the
+// operands' layouts as the backend read them, whether linear's bias rode in the product, the
+// backend, and its wall time (the choice's trials not included).
+struct GemmRecord {
+  int64_t batch, m, n, k;
+  bool a_row_major, b_row_major, bias;
+  GemmBackend backend;
+  double seconds;
+};
+
+// While an observer is installed, every float32 product of the CPU matmul kernels is timed and
+// reported to it on the thread that ran the product (so it must be thread-safe where products
+// run on several threads, as the ranks of the threads backend do). For measuring tools
+// (bench/step_products_bench.cpp): two clock reads per product while installed, one relaxed
+// load when not. Installing replaces the previous observer; an empty function removes it.
+void set_gemm_observer(std::function<void(const GemmRecord&)> observer);
 
 }  // namespace tessera::cpu

@@ -8,14 +8,17 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -368,9 +371,42 @@ GemmBackend gemm_backend_for(const Tensor& out, const Tensor& a, const Tensor& b
   });
 }
 
+// The observer of set_gemm_observer: `observing` spares the hot path the mutex when none is
+// installed.
+std::atomic<bool> observing{false};
+std::mutex observer_mutex;
+std::shared_ptr<const std::function<void(const GemmRecord&)>> observer;
+
+// Runs `run` (the product out = a @ b, operands in BLAS layout, returning the backend that ran it
+// or nullopt when the backend declined it) and reports it to the observer when one is installed.
+template <typename Run>
+std::optional<GemmBackend> observed_product(const Tensor& out, const Tensor& a, const Tensor& b,
+                                            bool bias, const Run& run) {
+  if (!observing.load(std::memory_order_relaxed)) return run();
+  std::shared_ptr<const std::function<void(const GemmRecord&)>> report;
+  {
+    std::lock_guard<std::mutex> lock(observer_mutex);
+    report = observer;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::optional<GemmBackend> ran = run();
+  const std::chrono::duration<double> t = std::chrono::steady_clock::now() - t0;
+  if (ran && report) {
+    const int64_t m = out.size(-2), n = out.size(-1);
+    (*report)(GemmRecord{out.numel() / (m * n), m, n, a.size(-1), blas_layout(a)->row_major,
+                         blas_layout(b)->row_major, bias, *ran, t.count()});
+  }
+  return ran;
+}
+
 // float32 (operands in BLAS layout) on the chosen backend.
 void float32_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
-  if (!run_gemm_backend(gemm_backend_for(out, a, b), out, a, b)) eigen_matmul<float>(out, a, b);
+  const GemmBackend backend = gemm_backend_for(out, a, b);
+  observed_product(out, a, b, false, [&] {
+    if (run_gemm_backend(backend, out, a, b)) return backend;
+    eigen_matmul<float>(out, a, b);
+    return GemmBackend::kEigen;
+  });
 }
 
 // float32, bfloat16, float16 (operands in BLAS layout).
@@ -428,14 +464,16 @@ bool matmul_bias_kernel(const Tensor& out, const Tensor& a, const Tensor& b, con
   if (out.dtype() != kFloat32 || out.numel() == 0 || a.size(-1) == 0) return false;
   OmpThreadsGuard threads(product_threads(out, a));
   const auto [pa, pb] = blas_operands(a, b);
-  switch (gemm_backend_for(out, pa, pb)) {
-    case GemmBackend::kOneDnn:
-      return onednn_matmul(out, pa, pb, bias);
-    case GemmBackend::kTiles:
-      return tile_matmul(out, pa, pb, bias);
-    default:
-      return false;
-  }
+  const GemmBackend backend = gemm_backend_for(out, pa, pb);
+  if (backend != GemmBackend::kOneDnn && backend != GemmBackend::kTiles) return false;
+  return observed_product(out, pa, pb, true,
+                          [&]() -> std::optional<GemmBackend> {
+                            const bool ran = backend == GemmBackend::kOneDnn
+                                                 ? onednn_matmul(out, pa, pb, bias)
+                                                 : tile_matmul(out, pa, pb, bias);
+                            return ran ? std::optional<GemmBackend>(backend) : std::nullopt;
+                          })
+      .has_value();
 }
 
 }  // namespace
@@ -512,6 +550,13 @@ GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads, bo
     const OmpThreadsGuard guard(threads);
     return fastest_on_scratch(batch, m, n, k, a_row_major, b_row_major);
   });
+}
+
+void set_gemm_observer(std::function<void(const GemmRecord&)> fn) {
+  std::lock_guard<std::mutex> lock(observer_mutex);
+  observer =
+      fn ? std::make_shared<const std::function<void(const GemmRecord&)>>(std::move(fn)) : nullptr;
+  observing.store(observer != nullptr, std::memory_order_relaxed);
 }
 
 GemmBackend chosen_gemm_backend(const Tensor& a, const Tensor& b) {

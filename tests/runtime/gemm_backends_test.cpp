@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -318,4 +319,45 @@ TEST_CASE("four threads multiply concurrently on every backend", "[runtime][lina
   }
   for (auto& w : workers) w.join();
   CHECK(failures == std::vector<int64_t>(4, 0));
+}
+
+TEST_CASE("the GEMM observer sees each float32 product as the kernels ran it",
+          "[runtime][linalg][gemm]") {
+  struct Seen {
+    std::mutex mutex;
+    std::vector<cpu::GemmRecord> records;
+  } seen;
+  cpu::set_gemm_observer([&seen](const cpu::GemmRecord& r) {
+    std::lock_guard<std::mutex> lock(seen.mutex);
+    seen.records.push_back(r);
+  });
+  const Tensor a = randn({6, 40}), b = randn({40, 9}), w = randn({9, 40}), bias = randn({9});
+  const Tensor heads = randn({3, 5, 40}), values = randn({3, 5, 7});
+  const bool onednn = cpu::gemm_backend_available(GemmBackend::kOneDnn);
+  matmul(a, b);
+  matmul(a, w.t());                       // b column-major
+  matmul(heads.transpose(1, 2), values);  // a batch, a column-major
+  {
+    // linear's bias rides in oneDNN's product; elsewhere it is added after a plain product.
+    const cpu::GemmBackendOverride force(onednn ? std::optional(GemmBackend::kOneDnn)
+                                                : std::nullopt);
+    linear(a, w, bias);
+  }
+  std::thread([&] { matmul(b.t(), a.t()); }).join();         // reported from its own thread
+  matmul(randn({4, 4}, kFloat64), randn({4, 4}, kFloat64));  // not float32: not reported
+  cpu::set_gemm_observer(nullptr);
+  matmul(a, b);  // after removal: not reported
+  REQUIRE(seen.records.size() == 5);
+  const auto& r = seen.records;
+  CHECK((r[0].batch == 1 && r[0].m == 6 && r[0].k == 40 && r[0].n == 9));
+  CHECK((r[0].a_row_major && r[0].b_row_major && !r[0].bias));
+  CHECK(r[0].backend == cpu::chosen_gemm_backend(a, b));
+  CHECK((r[1].m == 6 && r[1].k == 40 && r[1].n == 9 && r[1].a_row_major && !r[1].b_row_major));
+  CHECK(r[1].backend == cpu::chosen_gemm_backend(a, w.t()));
+  CHECK((r[2].batch == 3 && r[2].m == 40 && r[2].k == 5 && r[2].n == 7));
+  CHECK((!r[2].a_row_major && r[2].b_row_major));
+  CHECK((r[3].m == 6 && r[3].k == 40 && r[3].n == 9 && r[3].bias == onednn));
+  if (onednn) CHECK(r[3].backend == GemmBackend::kOneDnn);
+  CHECK((r[4].m == 9 && r[4].k == 40 && r[4].n == 6 && !r[4].a_row_major && !r[4].b_row_major));
+  for (const auto& record : r) CHECK(record.seconds > 0.0);
 }
