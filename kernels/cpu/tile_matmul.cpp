@@ -18,7 +18,11 @@
 //   transposes in registers for a column-major b: linear's weight, k^T in attention), except a
 //   row-major b with rows not 2 KiB multiples apart under fewer than 128 output rows (attention's
 //   v), read in place where the copy would not pay for itself.
-// - Blocks: 256 of K by 512 columns of b (the block in L2, reused by every 14 rows).
+// - Blocks: 256 of K by 512 columns of b (the block in L2, reused by every 14 rows). The other
+//   order (b's panel kept in L1 across a's 14-row slivers packed K-major, as BLIS and GotoBLAS
+//   block) ran every product here slower, by 3-8% on linear's and by 28% on p @ v.
+// - In a batch of small products (attention's heads) the next product's operands and output are
+//   asked for while one runs (next_product_ahead).
 // In whole products they won attention's strided heads (q @ k^T 71-81 GFLOP/s against oneDNN's
 // 40-51 and OpenBLAS's 54-59), tied linear's x @ W^T, and stayed 3-8% behind oneDNN on large
 // row-major products, where the two packs cost 5% and 3% (perf) and oneDNN reads in place
@@ -89,10 +93,6 @@ TS_AVX512 void tile(int64_t kc, const float* a, int64_t lda, const float* b, int
   }
   for (int64_t p = 0; p < kc; ++p) {
     const float* bp = b + p * ldb;
-#ifdef TS_TILE_PREFETCH
-    _mm_prefetch(reinterpret_cast<const char*>(bp + TS_TILE_PREFETCH * ldb), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(bp + TS_TILE_PREFETCH * ldb + 16), _MM_HINT_T0);
-#endif
     const __m512 b0 = kMasked ? _mm512_maskz_loadu_ps(mask0, bp) : _mm512_loadu_ps(bp);
     const __m512 b1 = kMasked ? _mm512_maskz_loadu_ps(mask1, bp + 16) : _mm512_loadu_ps(bp + 16);
 #pragma GCC unroll 14
