@@ -20,7 +20,7 @@
 //   v), read in place where the copy would not pay for itself.
 // - Blocks: 256 of K by 512 columns of b (the block in L2, reused by every 14 rows). The other
 //   order (b's panel kept in L1 across a's 14-row slivers packed K-major, as BLIS and GotoBLAS
-//   block) ran every product here slower, by 3-8% on linear's and by 28% on p @ v.
+//   block) ran linear's products up to 7% slower here (none faster) and p @ v 28% slower.
 // - In a batch of small products (attention's heads) the next product's operands and output are
 //   asked for while one runs (next_product_ahead).
 // In whole products they won attention's strided heads (q @ k^T 71-81 GFLOP/s against oneDNN's
