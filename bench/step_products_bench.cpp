@@ -186,7 +186,6 @@ int main(int argc, char** argv) {
   const auto mlp = mlp_step();
   const auto block = block_step();
   for (int t : threads) {
-    ts::set_num_threads(t);
     const double peak = tessera::bench::fma_peak_gflops() * t;
     report("MLP step: cross_entropy(gelu(X W1) W2), 256x512x1024x10", mlp, steps::kMlpStepFlops,
            steps_run, t, peak);
