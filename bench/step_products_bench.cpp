@@ -63,17 +63,18 @@ class ProductLog {
   std::map<ProductKey, ProductTotals> totals_;
 };
 
-ts::Tensor normal_leaf(const std::vector<int64_t>& shape, double scale, bool requires_grad) {
-  return (ts::randn(ts::Shape(shape)) * scale).requires_grad_(requires_grad);
+std::vector<ts::Tensor> make_leaves(const std::vector<steps::LeafSpec>& specs) {
+  std::vector<ts::Tensor> leaves;
+  for (const steps::LeafSpec& spec : specs) {
+    leaves.push_back(
+        (ts::randn(ts::Shape(spec.shape)) * spec.scale).requires_grad_(spec.requires_grad));
+  }
+  return leaves;
 }
 
 // The MLP step: forward and the gradients of W1 and W2.
 std::function<void()> mlp_step() {
-  std::vector<ts::Tensor> leaves;
-  const auto specs = steps::mlp_leaf_specs();
-  for (size_t i = 0; i < specs.size(); ++i) {
-    leaves.push_back(normal_leaf(specs[i].shape, specs[i].scale, i > 0));
-  }
+  const std::vector<ts::Tensor> leaves = make_leaves(steps::mlp_leaf_specs());
   const ts::Tensor labels = ts::randint(0, steps::kClasses, {steps::kRows});
   return [leaves, labels] {
     const ts::Tensor loss = steps::mlp_loss(leaves[0], leaves[1], leaves[2], labels);
@@ -83,10 +84,7 @@ std::function<void()> mlp_step() {
 
 // The block step: forward and the gradients of every leaf.
 std::function<void()> block_step() {
-  std::vector<ts::Tensor> leaves;
-  for (const auto& spec : steps::block_leaf_specs()) {
-    leaves.push_back(normal_leaf(spec.shape, spec.scale, true));
-  }
+  const std::vector<ts::Tensor> leaves = make_leaves(steps::block_leaf_specs());
   const ts::Tensor mask = ts::from_vector(steps::causal_mask_values(), {steps::kSeq, steps::kSeq});
   return [leaves, mask] {
     ts::autograd::grad({steps::block_loss(leaves, mask, steps::TesseraOps{})}, leaves);
@@ -126,7 +124,7 @@ void report(const char* name, const std::function<void()>& step, double step_flo
   double product_seconds = 0.0, product_flops = 0.0;
   for (const auto& [key, t] : totals) {
     const auto [batch, m, k, n, a_row, b_row, bias, backend] = key;
-    const double flops = 2.0 * double(batch) * double(m) * double(k) * double(n) * double(t.calls);
+    const double flops = steps::product_flops(m, k, n) * double(batch) * double(t.calls);
     const double gflops = flops / t.seconds / 1e9;
     product_seconds += t.seconds;
     product_flops += flops;

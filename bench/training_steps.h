@@ -29,13 +29,16 @@ constexpr double product_flops(int64_t m, int64_t k, int64_t n) {
 constexpr double kMlpStepFlops =
     2 * product_flops(kRows, kIn, kHidden) + 3 * product_flops(kRows, kHidden, kClasses);
 
-// The MLP's leaves as (shape, scale of standard normal values): X (no gradient), W1, W2.
+// A leaf: its shape, the scale of its standard normal values, whether it takes a gradient.
 struct LeafSpec {
   std::vector<int64_t> shape;
   double scale;
+  bool requires_grad = true;
 };
+
+// The MLP's leaves: X (no gradient), W1, W2.
 inline std::vector<LeafSpec> mlp_leaf_specs() {
-  return {{{kRows, kIn}, 1.0},
+  return {{{kRows, kIn}, 1.0, false},
           {{kIn, kHidden}, 1.0 / std::sqrt(double(kIn))},
           {{kHidden, kClasses}, 1.0 / std::sqrt(double(kHidden))}};
 }
@@ -52,8 +55,8 @@ constexpr double kBlockStepFlops = 3 * (product_flops(kBatch * kSeq, kModel, 3 *
                                         2 * product_flops(kBatch * kSeq, kModel, kMlp)) +
                                    3 * kBatch * kHeads * 2 * product_flops(kSeq, kHeadDim, kSeq);
 
-// The block's leaves, in order, as (shape, scale): x, ln1 weight, ln1 bias, Wqkv, bqkv, Wo, bo,
-// ln2 weight, ln2 bias, W1, b1, W2, b2 (weights [out, in]). All take gradients.
+// The block's leaves, in order: x, ln1 weight, ln1 bias, Wqkv, bqkv, Wo, bo, ln2 weight, ln2
+// bias, W1, b1, W2, b2 (weights [out, in]). All take gradients.
 inline std::vector<LeafSpec> block_leaf_specs() {
   const double s = 1.0 / std::sqrt(double(kModel));
   return {{{kBatch, kSeq, kModel}, 1.0},

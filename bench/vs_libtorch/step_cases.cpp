@@ -37,9 +37,8 @@ struct MlpState {
 
 std::shared_ptr<MlpState> mlp_state() {
   auto s = std::make_shared<MlpState>();
-  const std::vector<LeafSpec> specs = mlp_leaf_specs();
-  for (size_t i = 0; i < specs.size(); ++i) {
-    s->leaves.add(Shape(specs[i].shape), specs[i].scale, /*requires_grad=*/i > 0);
+  for (const LeafSpec& spec : mlp_leaf_specs()) {
+    s->leaves.add(Shape(spec.shape), spec.scale, spec.requires_grad);
   }
   s->labels = randint(0, kClasses, {kRows});
   s->torch_labels = to_torch(s->labels);
@@ -118,7 +117,9 @@ Case mlp_gelu_backward() {
 
 Leaves block_leaves() {
   Leaves l;
-  for (const LeafSpec& spec : block_leaf_specs()) l.add(Shape(spec.shape), spec.scale);
+  for (const LeafSpec& spec : block_leaf_specs()) {
+    l.add(Shape(spec.shape), spec.scale, spec.requires_grad);
+  }
   return l;
 }
 

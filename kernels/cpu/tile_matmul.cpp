@@ -305,20 +305,19 @@ void prefetch_lines(const float* data, int64_t count, int64_t length, int64_t ld
 // steps, medians of 100).
 constexpr int64_t kPrefetchFloats = 32 * 1024;
 
+// A rows x cols matrix in `layout`: its rows are the lines when row-major, its columns otherwise.
+void prefetch_matrix(const float* data, int64_t rows, int64_t cols, const MatrixLayout& layout) {
+  if (layout.row_major) {
+    prefetch_lines(data, rows, cols, layout.ld);
+  } else {
+    prefetch_lines(data, cols, rows, layout.ld);
+  }
+}
+
 void next_product_ahead(const Float32Products& p, int64_t next) {
   if (next >= p.batch || p.m * p.k + p.k * p.n > kPrefetchFloats) return;
-  const float* a = p.a_matrix(next);
-  const float* b = p.b_matrix(next);
-  if (p.la.row_major) {
-    prefetch_lines(a, p.m, p.k, p.la.ld);
-  } else {
-    prefetch_lines(a, p.k, p.m, p.la.ld);
-  }
-  if (p.lb.row_major) {
-    prefetch_lines(b, p.k, p.n, p.lb.ld);
-  } else {
-    prefetch_lines(b, p.n, p.k, p.lb.ld);
-  }
+  prefetch_matrix(p.a_matrix(next), p.m, p.k, p.la);
+  prefetch_matrix(p.b_matrix(next), p.k, p.n, p.lb);
   // The output too, for writing: its lines are otherwise read from memory at the first store.
   const float* c = p.out_matrix(next);
   for (int64_t off = 0; off < p.m * p.n; off += 16) __builtin_prefetch(c + off, 1, 2);
@@ -353,7 +352,8 @@ bool tile_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tens
     const Matrix ma{p.a_matrix(i) + (p.la.row_major ? begin * p.la.ld : begin), p.la.ld,
                     p.la.row_major};
     const Matrix mb{p.b_matrix(i), p.lb.ld, p.lb.row_major};
-    if (begin == 0) next_product_ahead(p, i + 1);
+    // Whole products run one after another on a thread; a product cut between threads does not.
+    if (rows == p.m) next_product_ahead(p, i + 1);
     float* own = pscratch + omp_get_thread_num() * scratch_floats;
     product(rows, n, k, ma, mb, p.out_matrix(i) + begin * n, n, pbias, own, own + panel_floats);
   });
