@@ -29,19 +29,92 @@ void flush_subnormal(A* p, int64_t n) {
   for (int64_t i = 0; i < n; ++i) p[i] = p[i] < kMinNormal ? A(0) : p[i];
 }
 
+// Rows in packets of Eigen's widest vector for this build (SSE2, AVX2 or AVX-512 by ISA
+// variant), the last partial packet one element at a time. Attention's rows are 64 long: there
+// a row is four AVX-512 packets, and Eigen's array expressions (a reduction each for the max and
+// the sum, an assignment each for exp, the flush and the divide) spent more on their setup and
+// horizontal steps than on the math: softmax ran at half the speed of 1000-long rows.
+template <typename A>
+using Packet = typename Eigen::internal::packet_traits<A>::type;
+template <typename A>
+inline constexpr int64_t kPacketSize = Eigen::internal::unpacket_traits<Packet<A>>::size;
+
+// max of p[0, n), n >= 1.
+template <typename A>
+A row_max(const A* p, int64_t n) {
+  namespace ei = Eigen::internal;
+  constexpr int64_t L = kPacketSize<A>;
+  int64_t i = 0;
+  A m = -std::numeric_limits<A>::infinity();
+  if (n >= L) {
+    Packet<A> acc = ei::ploadu<Packet<A>>(p);
+    for (i = L; i + L <= n; i += L) acc = ei::pmax(acc, ei::ploadu<Packet<A>>(p + i));
+    m = ei::predux_max(acc);
+  }
+  for (; i < n; ++i) m = std::max(m, p[i]);
+  return m;
+}
+
+// y = exp(x - m), results below the normal range flushed to 0 (see flush_subnormal); returns
+// their sum. y may alias x; with kStore false, y is not written (log_softmax needs the sum only).
+template <bool kStore, typename A>
+A exp_shifted(const A* x, [[maybe_unused]] A* y, int64_t n, A m) {
+  namespace ei = Eigen::internal;
+  constexpr int64_t L = kPacketSize<A>;
+  const Packet<A> shift = ei::pset1<Packet<A>>(m);
+  const Packet<A> min_normal = ei::pset1<Packet<A>>(std::numeric_limits<A>::min());
+  const Packet<A> zero = ei::pzero(shift);
+  Packet<A> acc = zero;
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const Packet<A> e = ei::pexp(ei::psub(ei::ploadu<Packet<A>>(x + i), shift));
+    const Packet<A> kept = ei::pselect(ei::pcmp_lt(e, min_normal), zero, e);
+    if constexpr (kStore) ei::pstoreu(y + i, kept);
+    acc = ei::padd(acc, kept);
+  }
+  A sum = ei::predux(acc);
+  for (; i < n; ++i) {
+    A e = std::exp(x[i] - m);
+    e = e < std::numeric_limits<A>::min() ? A(0) : e;
+    if constexpr (kStore) y[i] = e;
+    sum += e;
+  }
+  return sum;
+}
+
+// y = x * scale; y may alias x.
+template <typename A>
+void scale_row(const A* x, A* y, int64_t n, A scale) {
+  namespace ei = Eigen::internal;
+  constexpr int64_t L = kPacketSize<A>;
+  const Packet<A> k = ei::pset1<Packet<A>>(scale);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) ei::pstoreu(y + i, ei::pmul(ei::ploadu<Packet<A>>(x + i), k));
+  for (; i < n; ++i) y[i] = x[i] * scale;
+}
+
+// y = (x - m) - lse: log_softmax from the row's max and log(sum exp(x - m)); y may alias x.
+template <typename A>
+void log_softmax_row(const A* x, A* y, int64_t n, A m, A lse) {
+  namespace ei = Eigen::internal;
+  constexpr int64_t L = kPacketSize<A>;
+  const Packet<A> pm = ei::pset1<Packet<A>>(m);
+  const Packet<A> pl = ei::pset1<Packet<A>>(lse);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    ei::pstoreu(y + i, ei::psub(ei::psub(ei::ploadu<Packet<A>>(x + i), pm), pl));
+  }
+  for (; i < n; ++i) y[i] = (x[i] - m) - lse;
+}
+
 // y = softmax(x) over n contiguous elements; y may alias x.
 template <typename A>
 void softmax_contiguous(const A* x, A* y, int64_t n, bool log) {
-  Eigen::Map<const Vec<A>> xs(x, n);
-  Eigen::Map<Vec<A>> ys(y, n);
-  const A m = xs.maxCoeff();
+  const A m = row_max(x, n);
   if (log) {
-    const A lse = std::log((xs - m).exp().sum());
-    ys = (xs - m) - lse;
+    log_softmax_row(x, y, n, m, std::log(exp_shifted<false>(x, y, n, m)));
   } else {
-    ys = (xs - m).exp();
-    flush_subnormal(y, n);
-    ys /= ys.sum();
+    scale_row(y, y, n, A(1) / exp_shifted<true>(x, y, n, m));
   }
 }
 
@@ -156,23 +229,35 @@ void softmax_lanes(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
 }
 
 // The gradient of softmax (log: log_softmax) over one row of n elements: g and y are read, out
-// written; out may alias g (not y).
+// written; out may alias g (not y). In packets, as the forward (see kPacketSize).
 template <typename A>
 void softmax_backward_row(A* out, const A* g, const A* y, int64_t n, bool log) {
-  Eigen::Map<const Vec<A>> gs(g, n);
-  Eigen::Map<const Vec<A>> ys(y, n);
-  Eigen::Map<Vec<A>> os(out, n);
+  namespace ei = Eigen::internal;
+  constexpr int64_t L = kPacketSize<A>;
   if (log) {
-    const A s = gs.sum();
-    // softmax = exp(log_softmax); masked entries (-inf) must give exactly 0, as in forward.
+    // out = g - softmax * sum(g), softmax = exp(log_softmax); masked entries (-inf) must give
+    // exactly 0, as in the forward.
+    const A s = Eigen::Map<const Vec<A>>(g, n).sum();
     A* e = scratch_row<A>(n, 2);
-    Eigen::Map<Vec<A>>(e, n) = ys.exp();
-    flush_subnormal(e, n);
-    os = gs - Eigen::Map<const Vec<A>>(e, n) * s;
-  } else {
-    const A s = (gs * ys).sum();
-    os = ys * (gs - s);
+    exp_shifted<true>(y, e, n, A(0));
+    Eigen::Map<Vec<A>>(out, n) =
+        Eigen::Map<const Vec<A>>(g, n) - Eigen::Map<const Vec<A>>(e, n) * s;
+    return;
   }
+  // out = y * (g - sum(g * y))
+  Packet<A> acc = ei::pset1<Packet<A>>(A(0));
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    acc = ei::pmadd(ei::ploadu<Packet<A>>(g + i), ei::ploadu<Packet<A>>(y + i), acc);
+  }
+  A s = ei::predux(acc);
+  for (; i < n; ++i) s += g[i] * y[i];
+  const Packet<A> ps = ei::pset1<Packet<A>>(s);
+  for (i = 0; i + L <= n; i += L) {
+    ei::pstoreu(out + i,
+                ei::pmul(ei::ploadu<Packet<A>>(y + i), ei::psub(ei::ploadu<Packet<A>>(g + i), ps)));
+  }
+  for (; i < n; ++i) out[i] = y[i] * (g[i] - s);
 }
 
 template <typename T>

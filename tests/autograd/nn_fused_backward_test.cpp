@@ -66,6 +66,12 @@ std::vector<Case> cases() {
                    return Inputs{masked_scores({2, 3, 8, 8}, 4)};
                  },
                  [op](const Inputs& x) { return op(x[0], -1); }});
+    // Rows of 37: whole vectors of every ISA's width (4, 8, 16 floats) and a partial one.
+    c.push_back({name + " masked, rows of 37",
+                 [] {
+                   return Inputs{masked_scores({2, 37, 37}, 6)};
+                 },
+                 [op](const Inputs& x) { return op(x[0], -1); }});
     c.push_back({name + " 0-dim", [] { return Inputs{random_leaf({}, 5)}; },
                  [op](const Inputs& x) { return op(x[0], 0); }});
   }

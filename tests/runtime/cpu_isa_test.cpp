@@ -579,6 +579,51 @@ TEST_CASE("softmax and log_softmax of every CPU ISA variant match a float64 refe
   });
 }
 
+// Their gradients (the one-pass backward kernels, reached through autograd) for an incoming
+// gradient g in [-1, 1): softmax's y (g - sum(g y)) and log_softmax's g - softmax sum(g), on the
+// same rows, masked ones included. log_softmax's sum(g) grows with n, hence its atol.
+TEST_CASE("softmax and log_softmax gradients of every CPU ISA variant match a float64 reference",
+          "[runtime][isa]") {
+  for_each_isa([] {
+    for (DType dtype : {kFloat32, kFloat64}) {
+      for (int64_t n : kLengths) {
+        for (bool strided : {false, true}) {
+          INFO(dtype << " n=" << n << (strided ? " strided" : " contiguous"));
+          std::vector<double> v = uniform(kRows * n, -20, 20, static_cast<uint64_t>(n));
+          for (int64_t j = 1; j < n; j += 2) v[static_cast<size_t>(n + j)] = -kInf;
+          const std::vector<double> gv = uniform(kRows * n, -1, 1, static_cast<uint64_t>(n + 1));
+          const Tensor x = matrix_tensor(v, kRows, n, dtype, strided).requires_grad_();
+          const Tensor g = matrix_tensor(gv, kRows, n, dtype, false);
+          const std::vector<double> xv = values(x.detach());
+          std::vector<double> want_sm, want_lsm;
+          for (int64_t i = 0; i < kRows; ++i) {
+            const std::vector<double> r = row(xv, n, i), gr = row(gv, n, i);
+            double m = -kInf;
+            for (double e : r) m = std::max(m, e);
+            double s = 0;
+            for (double e : r) s += std::exp(e - m);
+            double gy = 0, gsum = 0;
+            for (int64_t j = 0; j < n; ++j) {
+              gy += gr[static_cast<size_t>(j)] * std::exp(r[static_cast<size_t>(j)] - m) / s;
+              gsum += gr[static_cast<size_t>(j)];
+            }
+            for (int64_t j = 0; j < n; ++j) {
+              const double y = std::exp(r[static_cast<size_t>(j)] - m) / s;
+              want_sm.push_back(y * (gr[static_cast<size_t>(j)] - gy));
+              want_lsm.push_back(gr[static_cast<size_t>(j)] - y * gsum);
+            }
+          }
+          const Tol t = tol(dtype);
+          const Tensor got_sm = autograd::grad({softmax(x, 1)}, {x}, {g})[0];
+          const Tensor got_lsm = autograd::grad({log_softmax(x, 1)}, {x}, {g})[0];
+          CHECK(mismatch(values(got_sm), want_sm, t) == "");
+          CHECK(mismatch(values(got_lsm), want_lsm, Tol{t.rtol, 10 * t.atol}) == "");
+        }
+      }
+    }
+  });
+}
+
 // Over the last dim of [3, n], with weight and bias. The outputs are O(1) after normalization;
 // float32 statistics carry ~1e-7 relative error, which atol 1e-5 covers where the output
 // cancels near 0.
