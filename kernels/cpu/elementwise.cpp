@@ -20,6 +20,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_functors.h"
 #include "kernels/cpu/elementwise_loops.h"
+#include "kernels/cpu/gelu_avx512.h"
 #include "kernels/cpu/stream_copy.h"
 
 namespace tessera::cpu {
@@ -104,6 +105,12 @@ void unary_run(C* out, const C* in, int64_t n) {
       o = x / (C(1) + (-x).exp());
       return;
     } else if constexpr (op == UnaryOp::kGelu) {
+#if defined(__AVX512F__)
+      if constexpr (std::is_same_v<C, float>) {  // Note [GELU from tables]
+        gelu_avx512(out, in, n);
+        return;
+      }
+#endif
       o = C(0.5) * x * (C(1) + (x * C(0.70710678118654752440)).erf());
       return;
     } else if constexpr (op == UnaryOp::kErf) {

@@ -10,6 +10,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_functors.h"
 #include "kernels/cpu/elementwise_loops.h"
+#include "kernels/cpu/gelu_avx512.h"
 #include "runtime/pointwise_grad_operands.h"
 
 namespace tessera::cpu {
@@ -28,6 +29,12 @@ void grad_run(C* o, const C* g, const C* x, [[maybe_unused]] const C* y, int64_t
   constexpr bool kTwoStep =
       op == PointwiseGradOp::kGeluTanhBackward || op == PointwiseGradOp::kSiluBackward;
   if constexpr (op == PointwiseGradOp::kGeluBackward) {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<C, float>) {  // Note [GELU from tables]
+      gelu_backward_avx512(o, g, x, n);
+      return;
+    }
+#endif
     // Eigen's erf is vectorized, its erfc is not: Phi from erf here, as in the forward kernel.
     ConstArrayMap<C> xv(x, n);
     ArrayMap<C>(o, n) =
