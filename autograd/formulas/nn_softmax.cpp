@@ -28,7 +28,9 @@ class SoftmaxBackward final : public FormulaNode {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     if (!grads[0].defined()) return {Tensor()};
     const Tensor y = result.unpack(*this);
-    if (nn_fused_applies(grads[0], y)) return {detail::softmax_backward(grads[0], y, dim_, false)};
+    if (nn_fused_applies(grads[0], y)) {
+      return {detail::softmax_backward(std::move(grads[0]), y, dim_, false)};
+    }
     const Tensor gy = grads[0] * y;
     return {gy - y * sum(gy, dims_, /*keepdim=*/true)};
   }
@@ -49,7 +51,9 @@ class LogSoftmaxBackward final : public FormulaNode {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     if (!grads[0].defined()) return {Tensor()};
     const Tensor y = result.unpack(*this);
-    if (nn_fused_applies(grads[0], y)) return {detail::softmax_backward(grads[0], y, dim_, true)};
+    if (nn_fused_applies(grads[0], y)) {
+      return {detail::softmax_backward(std::move(grads[0]), y, dim_, true)};
+    }
     return {grads[0] - exp(y) * sum(grads[0], dims_, /*keepdim=*/true)};
   }
   void release_variables() override { result.release(); }

@@ -79,13 +79,16 @@ Tensor pointwise_backward(PointwiseGradOp op, const Tensor& grad, const Tensor& 
 // with out == grad on their gathered buffers), and because nothing else can see the buffer:
 // any other tensor (a hook's copy, a captured autograd::grad output, a view) would raise the
 // impl's or the storage's reference count.
+bool gradient_reusable(const Tensor& grad, const Shape& shape, DType dtype) {
+  return grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
+         !grad.requires_grad() && grad.is_contiguous() && grad.dtype() == dtype &&
+         grad.sizes() == shape;
+}
+
 Tensor pointwise_backward_reusing_grad(PointwiseGradOp op, Tensor&& grad, const Tensor& x,
                                        const Tensor& y, double p0, double p1) {
   const auto [shape, dtype] = result_of(op, grad, x, y);
-  const bool reusable = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
-                        !grad.requires_grad() && grad.is_contiguous() && grad.dtype() == dtype &&
-                        grad.sizes() == shape;
-  if (!reusable) return pointwise_backward(op, grad, x, y, p0, p1);
+  if (!gradient_reusable(grad, shape, dtype)) return pointwise_backward(op, grad, x, y, p0, p1);
   Tensor out = std::move(grad);
   run_pointwise_grad(op, out, out, x, y, p0, p1);
   return out;

@@ -49,6 +49,10 @@ Tensor pointwise_backward(PointwiseGradOp op, const Tensor& grad, const Tensor& 
 // contiguous, of the result's shape and dtype, and no other tensor shares its storage.
 Tensor pointwise_backward_reusing_grad(PointwiseGradOp op, Tensor&& grad, const Tensor& x,
                                        const Tensor& y = {}, double p0 = 0, double p1 = 0);
+// Whether grad, a backward formula's only reference to its incoming gradient, may be written over
+// with a result of `shape` and `dtype` (Note [Reusing the incoming gradient]): contiguous, of that
+// shape and dtype, not requiring grad, and no other tensor sharing its impl or storage.
+bool gradient_reusable(const Tensor& grad, const Shape& shape, DType dtype);
 
 namespace detail {
 // The entry point behind every tensor-scalar operator and op: op(a, s), or op(s, a) when

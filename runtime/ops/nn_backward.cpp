@@ -16,6 +16,7 @@
 
 #include "runtime/dispatch.h"
 #include "runtime/ops.h"
+#include "runtime/ops/elementwise_grad.h"
 #include "runtime/ops/nn_internal.h"
 
 namespace tessera::detail {
@@ -37,6 +38,17 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim, bool l
   const Tensor g = grad.dtype() == y.dtype() ? grad : grad.to(y.dtype());
   Tensor out = Tensor::make_empty(y.sizes(), y.dtype(), y.device());
   if (out.numel() > 0) kernels_for(y, op).softmax_backward(out, g, y, d, log);
+  return out;
+}
+
+Tensor softmax_backward(Tensor&& grad, const Tensor& y, int64_t dim, bool log) {
+  if (y.dim() == 0 || !gradient_reusable(grad, y.sizes(), y.dtype())) {
+    return softmax_backward(static_cast<const Tensor&>(grad), y, dim, log);
+  }
+  const char* op = log ? "log_softmax_backward" : "softmax_backward";
+  Tensor out = std::move(grad);
+  if (out.numel() > 0)
+    kernels_for(y, op).softmax_backward(out, out, y, wrap_dim(dim, y.dim(), op), log);
   return out;
 }
 

@@ -46,6 +46,9 @@ bool has_fused_nn_backward(const Tensor& t);
 // The input gradient of softmax (log: log_softmax) along dim from the forward's result y;
 // grad of y's shape (cast to y's dtype).
 Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim, bool log);
+// As softmax_backward, writing the result over grad where gradient_reusable allows (the row
+// kernels read a row's gradient before writing it): grad is the caller's last reference to it.
+Tensor softmax_backward(Tensor&& grad, const Tensor& y, int64_t dim, bool log);
 // The gradients of layer_norm (mean defined) or rms_norm (mean undefined) over x's last
 // norm_ndim dims, from the statistics of NormForward: input, weight, bias, each computed only
 // when `wanted` (else undefined). weight may be undefined (no affine weight).

@@ -244,4 +244,30 @@ TEST_CASE("one-pass nn backward of empty inputs", "[nn_grad][fused]") {
   CHECK(autograd::grad({softmax(s, -1).sum()}, {s})[0].sizes() == Shape{0, 4});
 }
 
+// Note [Reusing the incoming gradient]: a gradient handed over as the only reference takes the
+// result in place; one that another tensor still shares is left as it was.
+TEST_CASE("softmax backward writes over a gradient it holds the only reference to",
+          "[nn_grad][fused]") {
+  for (const bool log : {false, true}) {
+    INFO((log ? "log_softmax" : "softmax"));
+    const Tensor x = masked_scores({2, 3, 40, 40}, 51).to(kFloat32);
+    const Tensor y = log ? log_softmax(x, -1) : softmax(x, -1);
+    const Tensor g0 = random_leaf(y.sizes(), 52).detach().to(kFloat32);
+    const Tensor want = detail::softmax_backward(g0, y, -1, log);
+
+    Tensor only = g0.clone();
+    const void* buffer = only.raw_data();
+    const Tensor in_place = detail::softmax_backward(std::move(only), y, -1, log);
+    CHECK(in_place.raw_data() == buffer);
+    CHECK(allclose(in_place, want, 0, 0));
+
+    Tensor shared = g0.clone();
+    const Tensor keeper = shared;  // a second reference: not reusable
+    const Tensor fresh = detail::softmax_backward(std::move(shared), y, -1, log);
+    CHECK(fresh.raw_data() != keeper.raw_data());
+    CHECK(allclose(fresh, want, 0, 0));
+    CHECK(allclose(keeper, g0, 0, 0));
+  }
+}
+
 }  // namespace tessera::autograd_test
