@@ -203,6 +203,17 @@ const char* scalar_backward_name(BinaryOp op, bool scalar_first) {
 
 // op(a, s), or op(s, a) when scalar_first. Saves, per binary_scalar_with_grad: a for s / a and
 // a^s (and for 0^a), the result for s^a.
+// grad * s or grad / s (op), written over grad where the formula holds the only reference to it
+// and the product keeps grad's dtype (Note [Reusing the incoming gradient]): attention's scale
+// is a 1 MiB gradient per step of a transformer block.
+Tensor scaled_gradient(Tensor&& grad, BinaryOp op, const Scalar& s) {
+  if (is_floating_point(grad.dtype()) && gradient_reusable(grad, grad.sizes(), grad.dtype())) {
+    Tensor out = std::move(grad);
+    return op == BinaryOp::kMul ? (out *= s) : (out /= s);
+  }
+  return op == BinaryOp::kMul ? mul(grad, s) : div(grad, s);
+}
+
 class ScalarBinaryBackward final : public FormulaNode {
  public:
   ScalarBinaryBackward(BinaryOp op, const Scalar& s, bool scalar_first)
@@ -220,9 +231,9 @@ class ScalarBinaryBackward final : public FormulaNode {
       case BinaryOp::kSub:
         return {scalar_first_ ? neg(grad) : grad};
       case BinaryOp::kMul:
-        return {mul(grad, s_)};
+        return {scaled_gradient(std::move(grads[0]), BinaryOp::kMul, s_)};
       case BinaryOp::kDiv: {
-        if (!scalar_first_) return {div(grad, s_)};
+        if (!scalar_first_) return {scaled_gradient(std::move(grads[0]), BinaryOp::kDiv, s_)};
         const Tensor a = input.unpack(*this);  // d(s/a)/da = -s / a^2
         if (fused_applies(grad, a)) {
           return {pointwise_backward(PointwiseGradOp::kRdivBackward, grad, a, {}, s_.to_double())};

@@ -156,4 +156,28 @@ TEST_CASE("a fused backward writes over the incoming gradient only when nothing 
   CHECK(allclose(seen, exp(e2).detach(), 1e-12, 1e-12));
 }
 
+TEST_CASE(
+    "a tensor-scalar mul or div backward writes over its gradient only when nothing else holds it",
+    "[elementwise_grad][fused]") {
+  // exp's gradient reaches the scalar op's node as a fresh tensor: scaled in place; the result
+  // must still be exp(x * s) * s (or / s).
+  const Tensor x = random_leaf({5, 7}, 41, -2, 2);
+  for (const bool divide : {false, true}) {
+    INFO((divide ? "div" : "mul"));
+    for (DType dtype : {kFloat64, kFloat32, kBFloat16}) {
+      INFO(dtype);
+      const Tensor xd = x.detach().to(dtype).requires_grad_();
+      const auto scaled = [&](const Tensor& t) { return divide ? t / 4.0 : t * 4.0; };
+      const Tensor expected = scaled(exp(scaled(xd.detach())));
+      CHECK(allclose(autograd::grad({exp(scaled(xd)).sum()}, {xd})[0], expected, 0, 0));
+
+      // The same gradient captured on the way keeps its value.
+      const Tensor e = scaled(xd);
+      const std::vector<Tensor> both = autograd::grad({exp(e).sum()}, {e, xd});
+      CHECK(allclose(both[0], exp(e).detach(), 0, 0));
+      CHECK(allclose(both[1], expected, 0, 0));
+    }
+  }
+}
+
 }  // namespace tessera::autograd_test
