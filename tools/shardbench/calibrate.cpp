@@ -121,10 +121,28 @@ const CollectiveLine& Calibration::line(const std::string& kind, int64_t group_s
   return *found;
 }
 
+// The GEMM and a pointwise op on the default intra-op threads and on one. In every round, as the
+// rest of the compute: a single probe met a co-tenant's busy spell on a shared 2-core machine and
+// read gelu's speedup as 1.04x where the rounds around it ran 1.9x, which put the one-device
+// prediction 48% high (the step's non-GEMM work divided by that speedup).
+void time_thread_speedups(const ModelConfig& c, ComputeRound& r) {
+  const Tensor a = randn({512, 512}), b = randn({512, 512});
+  Tensor product = matmul(a, b);
+  const ThreadTimes gemm = time_on_threads([&] { product = matmul(a, b); }, 9);
+  r.gemm_flops_per_s = 2.0 * 512 * 512 * 512 / gemm.all_s;
+  r.gemm_flops_one_thread = 2.0 * 512 * 512 * 512 / gemm.one_s;
+  const Tensor act = randn({c.batch * c.seq, mlp_width(c)});
+  Tensor out = gelu(act);
+  // ~0.1 ms a call on one Zen 4 thread: enough pairs for the medians to span ~20 ms.
+  const ThreadTimes pointwise = time_on_threads([&] { out = gelu(act); }, 60);
+  r.pointwise_speedup = pointwise.one_s / pointwise.all_s;
+}
+
 ComputeRound time_compute(const ModelConfig& c, const RunOptions& run, int64_t ranks,
                           const std::set<TensorParallelShare>& tp_shares) {
-  const IntraOpThreadsGuard one(1);
   ComputeRound r;
+  time_thread_speedups(c, r);
+  const IntraOpThreadsGuard one(1);
   r.one_thread = measure(strategy_named("single", 1), c, run, {});
   ModelConfig share = c;
   share.batch = std::max<int64_t>(1, c.batch / ranks);
@@ -149,6 +167,14 @@ void set_compute(Calibration& cal, const ModelConfig& c, int64_t ranks,
     return combine_rounds(ms);
   };
   const auto fwd_bwd = [](const Measurement& m) { return m.forward_s + m.backward_s; };
+  const auto median_of = [&](double ComputeRound::*field) {
+    std::vector<double> v;
+    for (const ComputeRound& r : rounds) v.push_back(r.*field);
+    return median(v);
+  };
+  cal.gemm_flops_per_s = median_of(&ComputeRound::gemm_flops_per_s);
+  cal.gemm_flops_one_thread = median_of(&ComputeRound::gemm_flops_one_thread);
+  cal.pointwise_speedup = median_of(&ComputeRound::pointwise_speedup);
   cal.batch = c.batch;
   cal.small_batch = std::max<int64_t>(1, c.batch / ranks);
   cal.one_thread = combined([](const ComputeRound& r) { return r.one_thread; });
@@ -174,20 +200,10 @@ void set_compute(Calibration& cal, const ModelConfig& c, int64_t ranks,
   }
 }
 
-Calibration calibrate(const std::vector<Shape>& mesh_shapes, int sessions, int64_t largest,
-                      const ModelConfig& model) {
+Calibration calibrate(const std::vector<Shape>& mesh_shapes, int sessions, int64_t largest) {
   Calibration cal;
   cal.cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   {
-    const Tensor a = randn({512, 512}), b = randn({512, 512});
-    Tensor c = matmul(a, b);
-    const ThreadTimes gemm = time_on_threads([&] { c = matmul(a, b); }, 9);
-    cal.gemm_flops_per_s = 2.0 * 512 * 512 * 512 / gemm.all_s;
-    cal.gemm_flops_one_thread = 2.0 * 512 * 512 * 512 / gemm.one_s;
-    const Tensor act = randn({model.batch * model.seq, mlp_width(model)});
-    Tensor out = gelu(act);
-    const ThreadTimes pointwise = time_on_threads([&] { out = gelu(act); }, 15);
-    cal.pointwise_speedup = pointwise.one_s / pointwise.all_s;
     const Tensor src = randn({16 << 20});
     Tensor dst = empty({16 << 20});
     const double s = time_median([&] { dst.copy_(src); }, 5);

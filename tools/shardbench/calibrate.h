@@ -40,7 +40,8 @@ struct TensorParallelShare {
 struct Calibration {
   // A line per collective kind and group size; local_bytes_per_s the copy bandwidth.
   dtensor::CostModel model;
-  // float32 matmul 512^3 on the default intra-op threads and on one (a rank thread's share).
+  // float32 matmul 512^3 on the default intra-op threads and on one (a rank thread's share); this
+  // and pointwise_speedup are medians over the compute rounds (set_compute).
   double gemm_flops_per_s = 0.0;
   double gemm_flops_one_thread = 0.0;
   int64_t cores = 1;
@@ -68,19 +69,20 @@ struct Calibration {
 };
 
 // Sweeps every collective kind the strategies issue over the group sizes of their meshes, in
-// `sessions` runs of rank threads, with messages up to `largest` bytes (whole); times the GEMM,
-// a pointwise op on `c`'s activations and the copy bandwidth. The compute figures come from
-// set_compute.
-Calibration calibrate(const std::vector<Shape>& mesh_shapes, int sessions, int64_t largest,
-                      const ModelConfig& c);
+// `sessions` runs of rank threads, with messages up to `largest` bytes (whole), and times the
+// copy bandwidth. The compute figures come from set_compute.
+Calibration calibrate(const std::vector<Shape>& mesh_shapes, int sessions, int64_t largest);
 
 // One round's timings of the compute the predictions stand on: the model on one thread at the
 // whole batch and at the batch / ranks share, replicas of it on every rank thread at once (each on
-// the share), and replicas of each tensor-parallel share. The tool takes one per round, beside
-// the strategies' rounds, so that the machine's drifts weigh on them alike.
+// the share), replicas of each tensor-parallel share, and the GEMM's and a pointwise op's (gelu on
+// `c`'s activations) speedup on the default intra-op threads over one. The tool takes one per
+// round, beside the strategies' rounds, so that the machine's drifts weigh on them alike.
 struct ComputeRound {
   Measurement one_thread, one_thread_share, replicas;
   std::map<TensorParallelShare, Measurement> tp_shares;
+  // As Calibration's fields of these names, from this round.
+  double gemm_flops_per_s = 0.0, gemm_flops_one_thread = 0.0, pointwise_speedup = 1.0;
 };
 ComputeRound time_compute(const ModelConfig& c, const RunOptions& run, int64_t ranks,
                           const std::set<TensorParallelShare>& tp_shares);

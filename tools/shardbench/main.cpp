@@ -70,7 +70,7 @@ int run(const sb::Options& o) {
   for (int round = 0; round < o.run.rounds; ++round) {
     one_rounds.push_back(sb::measure(single, o.model, o.run, [&] { bar.step("one device"); }));
     if (!cal) {
-      cal = sb::calibrate(meshes, o.run.rounds, largest_message, o.model);
+      cal = sb::calibrate(meshes, o.run.rounds, largest_message);
       tessera::dtensor::set_cost_model(cal->model);
     }
     compute_rounds.push_back(sb::time_compute(o.model, o.run, o.ranks, tp_shares));
