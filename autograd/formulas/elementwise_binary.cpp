@@ -201,8 +201,6 @@ const char* scalar_backward_name(BinaryOp op, bool scalar_first) {
   return "";
 }
 
-// op(a, s), or op(s, a) when scalar_first. Saves, per binary_scalar_with_grad: a for s / a and
-// a^s (and for 0^a), the result for s^a.
 // grad * s or grad / s (op), written over grad where the formula holds the only reference to it
 // and the product keeps grad's dtype (Note [Reusing the incoming gradient]): attention's scale
 // is a 1 MiB gradient per step of a transformer block.
@@ -214,6 +212,8 @@ Tensor scaled_gradient(Tensor&& grad, BinaryOp op, const Scalar& s) {
   return op == BinaryOp::kMul ? mul(grad, s) : div(grad, s);
 }
 
+// op(a, s), or op(s, a) when scalar_first. Saves, per binary_scalar_with_grad: a for s / a and
+// a^s (and for 0^a), the result for s^a.
 class ScalarBinaryBackward final : public FormulaNode {
  public:
   ScalarBinaryBackward(BinaryOp op, const Scalar& s, bool scalar_first)

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/avx512_lanes.h"
 #include "kernels/cpu/gelu_tables.h"
 
 namespace tessera::cpu {
@@ -75,10 +76,6 @@ inline __m512 gelu_backward16(const Table& t, __m512 g, __m512 x) {
       _mm512_add_ps(_mm512_set1_ps(0.5f), _mm512_mask_sub_ps(k, negative, _mm512_setzero_ps(), k));
   derivative = _mm512_fmadd_ps(x, _mm512_setzero_ps(), derivative);  // +-inf, NaN: NaN
   return _mm512_mul_ps(g, derivative);
-}
-
-inline __mmask16 first_lanes(int64_t count) {
-  return static_cast<__mmask16>((1u << static_cast<unsigned>(count)) - 1u);
 }
 
 }  // namespace gelu_detail

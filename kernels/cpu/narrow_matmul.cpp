@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/avx512_lanes.h"
 #include "kernels/cpu/gemm_tasks.h"
 #include "kernels/cpu/onednn_matmul.h"
 
@@ -49,12 +50,6 @@ namespace tessera::cpu {
 namespace {
 
 #define TS_AVX512 __attribute__((target("avx512f,fma")))
-
-// Lanes [0, count) of a vector, count <= 16.
-TS_AVX512 inline __mmask16 first_lanes(int64_t count) {
-  return count >= 16 ? static_cast<__mmask16>(0xFFFF)
-                     : static_cast<__mmask16>((1u << static_cast<unsigned>(count)) - 1u);
-}
 
 // ---- a column-major: a(i, p) at a[p * lda + i]; b(p, j) at b[p * sbk + j * sbn] ----
 

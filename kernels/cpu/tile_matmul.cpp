@@ -41,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/avx512_lanes.h"
 #include "kernels/cpu/gemm_tasks.h"
 #include "kernels/cpu/onednn_matmul.h"
 
@@ -69,13 +70,6 @@ constexpr int kTileRows = 14;
 constexpr int64_t kTileCols = 32;
 constexpr int64_t kDepthBlock = 256;
 constexpr int64_t kColumnBlock = 512;
-
-// Lanes [0, count) of a vector; none when count <= 0.
-TS_AVX512 inline __mmask16 first_lanes(int64_t count) {
-  if (count <= 0) return 0;
-  return count >= 16 ? static_cast<__mmask16>(0xFFFF)
-                     : static_cast<__mmask16>((1u << static_cast<unsigned>(count)) - 1u);
-}
 
 // One tile: c[0, R) x [0, cols) = (accumulate ? c : bias or 0) + a[0, R) x [0, kc) @ b[0, kc) x
 // [0, cols), cols <= 32. a(r, p) at a[r * lda + p] (kARowMajor) or a[p * lda + r]; b's rows are

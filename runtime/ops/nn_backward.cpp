@@ -26,6 +26,19 @@ bool has_fused_nn_backward(const Tensor& t) {
   return k.softmax_backward && k.norm_backward && k.cross_entropy_backward;
 }
 
+namespace {
+
+// out = the gradient of softmax (log_softmax) along dim from g, of y's shape and dtype; out may
+// be g (the row kernels read a row's gradient before writing it).
+Tensor softmax_backward_into(Tensor out, const Tensor& g, const Tensor& y, int64_t dim, bool log) {
+  const char* op = log ? "log_softmax_backward" : "softmax_backward";
+  const int64_t d = wrap_dim(dim, y.dim(), op);
+  if (out.numel() > 0) kernels_for(y, op).softmax_backward(out, g, y, d, log);
+  return out;
+}
+
+}  // namespace
+
 Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim, bool log) {
   const char* op = log ? "log_softmax_backward" : "softmax_backward";
   TS_CHECK_SHAPE(grad.sizes() == y.sizes(), "[", op, "] expected grad of the result's shape ",
@@ -34,22 +47,17 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim, bool l
     wrap_dim(dim, 0, op);
     return softmax_backward(grad.reshape({1}), y.reshape({1}), 0, log).reshape({});
   }
-  const int64_t d = wrap_dim(dim, y.dim(), op);
   const Tensor g = grad.dtype() == y.dtype() ? grad : grad.to(y.dtype());
-  Tensor out = Tensor::make_empty(y.sizes(), y.dtype(), y.device());
-  if (out.numel() > 0) kernels_for(y, op).softmax_backward(out, g, y, d, log);
-  return out;
+  return softmax_backward_into(Tensor::make_empty(y.sizes(), y.dtype(), y.device()), g, y, dim,
+                               log);
 }
 
 Tensor softmax_backward(Tensor&& grad, const Tensor& y, int64_t dim, bool log) {
   if (y.dim() == 0 || !gradient_reusable(grad, y.sizes(), y.dtype())) {
     return softmax_backward(static_cast<const Tensor&>(grad), y, dim, log);
   }
-  const char* op = log ? "log_softmax_backward" : "softmax_backward";
   Tensor out = std::move(grad);
-  if (out.numel() > 0)
-    kernels_for(y, op).softmax_backward(out, out, y, wrap_dim(dim, y.dim(), op), log);
-  return out;
+  return softmax_backward_into(out, out, y, dim, log);
 }
 
 NormGrads norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,

@@ -292,6 +292,24 @@ std::vector<double> row(const std::vector<double>& v, int64_t n, int64_t i) {
   return {v.begin() + i * n, v.begin() + (i + 1) * n};
 }
 
+// The softmax tests' logits: kRows x n values in [-20, 20), every other element of row 1 masked
+// with -inf.
+std::vector<double> masked_logits(int64_t n) {
+  std::vector<double> v = uniform(kRows * n, -20, 20, static_cast<uint64_t>(n));
+  for (int64_t j = 1; j < n; j += 2) v[static_cast<size_t>(n + j)] = -kInf;
+  return v;
+}
+
+// A row's max and sum of exp(e - max), from which its softmax and log_softmax follow.
+struct RowSoftmax {
+  double max = -kInf, sum = 0;
+  explicit RowSoftmax(const std::vector<double>& r) {
+    for (double e : r) max = std::max(max, e);
+    for (double e : r) sum += std::exp(e - max);
+  }
+  double probability(double e) const { return std::exp(e - max) / sum; }
+};
+
 }  // namespace
 
 TEST_CASE("unary ops of every CPU ISA variant match a float64 reference", "[runtime][isa]") {
@@ -554,20 +572,15 @@ TEST_CASE("softmax and log_softmax of every CPU ISA variant match a float64 refe
       for (int64_t n : kLengths) {
         for (bool strided : {false, true}) {
           INFO(dtype << " n=" << n << (strided ? " strided" : " contiguous"));
-          std::vector<double> v = uniform(kRows * n, -20, 20, static_cast<uint64_t>(n));
-          for (int64_t j = 1; j < n; j += 2) v[static_cast<size_t>(n + j)] = -kInf;
-          const Tensor x = matrix_tensor(v, kRows, n, dtype, strided);
+          const Tensor x = matrix_tensor(masked_logits(n), kRows, n, dtype, strided);
           const std::vector<double> xv = values(x);
           std::vector<double> want_sm, want_lsm;
           for (int64_t i = 0; i < kRows; ++i) {
             const std::vector<double> r = row(xv, n, i);
-            double m = -kInf;
-            for (double e : r) m = std::max(m, e);
-            double s = 0;
-            for (double e : r) s += std::exp(e - m);
+            const RowSoftmax rs(r);
             for (double e : r) {
-              want_sm.push_back(std::exp(e - m) / s);
-              want_lsm.push_back((e - m) - std::log(s));
+              want_sm.push_back(rs.probability(e));
+              want_lsm.push_back((e - rs.max) - std::log(rs.sum));
             }
           }
           const Tol t = tol(dtype);
@@ -589,26 +602,22 @@ TEST_CASE("softmax and log_softmax gradients of every CPU ISA variant match a fl
       for (int64_t n : kLengths) {
         for (bool strided : {false, true}) {
           INFO(dtype << " n=" << n << (strided ? " strided" : " contiguous"));
-          std::vector<double> v = uniform(kRows * n, -20, 20, static_cast<uint64_t>(n));
-          for (int64_t j = 1; j < n; j += 2) v[static_cast<size_t>(n + j)] = -kInf;
           const std::vector<double> gv = uniform(kRows * n, -1, 1, static_cast<uint64_t>(n + 1));
-          const Tensor x = matrix_tensor(v, kRows, n, dtype, strided).requires_grad_();
+          const Tensor x =
+              matrix_tensor(masked_logits(n), kRows, n, dtype, strided).requires_grad_();
           const Tensor g = matrix_tensor(gv, kRows, n, dtype, false);
           const std::vector<double> xv = values(x.detach());
           std::vector<double> want_sm, want_lsm;
           for (int64_t i = 0; i < kRows; ++i) {
             const std::vector<double> r = row(xv, n, i), gr = row(gv, n, i);
-            double m = -kInf;
-            for (double e : r) m = std::max(m, e);
-            double s = 0;
-            for (double e : r) s += std::exp(e - m);
+            const RowSoftmax rs(r);
             double gy = 0, gsum = 0;
             for (int64_t j = 0; j < n; ++j) {
-              gy += gr[static_cast<size_t>(j)] * std::exp(r[static_cast<size_t>(j)] - m) / s;
+              gy += gr[static_cast<size_t>(j)] * rs.probability(r[static_cast<size_t>(j)]);
               gsum += gr[static_cast<size_t>(j)];
             }
             for (int64_t j = 0; j < n; ++j) {
-              const double y = std::exp(r[static_cast<size_t>(j)] - m) / s;
+              const double y = rs.probability(r[static_cast<size_t>(j)]);
               want_sm.push_back(y * (gr[static_cast<size_t>(j)] - gy));
               want_lsm.push_back(gr[static_cast<size_t>(j)] - y * gsum);
             }
