@@ -1,5 +1,9 @@
 #include "collectives/progress_thread.h"
 
+#include <stdexcept>
+#include <string>
+
+#include "runtime/error.h"
 #include "runtime/parallel.h"
 
 namespace tessera::dist {
@@ -15,11 +19,42 @@ WorkPtr completed_work() {
 }
 
 namespace detail {
+namespace {
+
+// Throws a new exception equal to `error`'s: its type (the most derived of Tessera's errors, else
+// the standard bases) and its message. Rethrowing the stored object itself would hand one object
+// to two threads: the waiter reads it in its handler while the progress thread may hold the last
+// reference and destroy it. That is safe (the count is atomic), but the count lives in the
+// uninstrumented C++ runtime, so ThreadSanitizer cannot see the order and reports a race; with a
+// copy per waiter, each thread destroys only what it made. Types beyond these are rethrown as is.
+template <typename First, typename... Rest>
+[[noreturn]] void throw_copy_as(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const First& e) {
+    throw First(std::string(e.what()));  // a fresh message, not a shared copy-on-write one
+  } catch (...) {
+    if constexpr (sizeof...(Rest) > 0) {
+      throw_copy_as<Rest...>(error);
+    } else {
+      throw;
+    }
+  }
+}
+
+[[noreturn]] void throw_copy_of(const std::exception_ptr& error) {
+  // Most derived first: a handler for a base catches its subclasses too.
+  throw_copy_as<ShapeError, DTypeError, IndexError, DeviceError, OutOfMemoryError, CommError,
+                NotSupportedError, Error, std::invalid_argument, std::out_of_range,
+                std::logic_error, std::runtime_error>(error);
+}
+
+}  // namespace
 
 void FutureWork::wait() {
   std::unique_lock lock(mutex_);
   done_cv_.wait(lock, [&] { return done_; });
-  if (error_) std::rethrow_exception(error_);
+  if (error_) throw_copy_of(error_);
 }
 
 bool FutureWork::is_completed() const {
@@ -87,7 +122,7 @@ void ProgressThread::loop() {
       error = std::current_exception();
     }
     task.fn = nullptr;  // drop the call's tensors before the waiter resumes
-    task.work->finish(error);
+    task.work->finish(std::move(error));
     lock.lock();
     --pending_;
     cv_.notify_all();
