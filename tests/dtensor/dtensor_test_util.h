@@ -2,9 +2,11 @@
 // Helpers for the DTensor tests: running a body on a mesh of in-process ranks and collecting
 // failures (Catch2 assertions are not thread-safe, so rank threads report strings).
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,15 @@ inline void on_mesh(const Shape& mesh_shape,
       failures.push_back("rank " + std::to_string(world->rank()) + ": " + f);
   });
   for (const std::string& f : failures) FAIL_CHECK(f);
+}
+
+// Whether the calling rank is the mesh's first (coordinate 0 along every mesh dim): the one rank
+// that writes a figure its body shares with the test's thread. Any wider test (the first row of
+// a 2-D mesh) lets two rank threads write it at once, a race ThreadSanitizer reports.
+inline bool first_rank_of(const DeviceMesh& mesh) {
+  const std::optional<std::vector<int64_t>> coordinate = mesh.get_coordinate();
+  return coordinate &&
+         std::all_of(coordinate->begin(), coordinate->end(), [](int64_t c) { return c == 0; });
 }
 
 }  // namespace tessera::dtensor_test

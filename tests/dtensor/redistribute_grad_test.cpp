@@ -49,7 +49,7 @@ void run_gradients(const Shape& mesh_shape, const std::vector<Shape>& shapes) {
   on_mesh(mesh_shape, [&](const DeviceMesh& mesh) {
     int64_t mine = 0;
     auto failures = check_gradients(mesh, shapes, &mine);
-    if (mesh.get_coordinate()->at(0) == 0) pairs = mine;
+    if (first_rank_of(mesh)) pairs = mine;
     return failures;
   });
   INFO("mesh " << mesh_shape << ": " << pairs << " ordered pairs");

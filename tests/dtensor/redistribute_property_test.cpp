@@ -38,7 +38,7 @@ void run_property(const Shape& mesh_shape, const std::vector<Shape>& shapes,
   on_mesh(mesh_shape, [&](const DeviceMesh& mesh) {
     PairCount mine;
     auto failures = check_all_pairs(mesh, shapes, &mine, draw);
-    if (mesh.get_coordinate()->at(0) == 0) count = mine;
+    if (first_rank_of(mesh)) count = mine;
     return failures;
   });
   std::cout << "redistribute property, mesh " << mesh_shape << ": " << count.pairs
