@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <typeinfo>
 
 #include "runtime/error.h"
 #include "runtime/parallel.h"
@@ -21,32 +22,29 @@ WorkPtr completed_work() {
 namespace detail {
 namespace {
 
-// Throws a new exception equal to `error`'s: its type (the most derived of Tessera's errors, else
-// the standard bases) and its message. Rethrowing the stored object itself would hand one object
-// to two threads: the waiter reads it in its handler while the progress thread may hold the last
-// reference and destroy it. That is safe (the count is atomic), but the count lives in the
-// uninstrumented C++ runtime, so ThreadSanitizer cannot see the order and reports a race; with a
-// copy per waiter, each thread destroys only what it made. Types beyond these are rethrown as is.
-template <typename First, typename... Rest>
-[[noreturn]] void throw_copy_as(const std::exception_ptr& error) {
+// Throws a new exception equal to `error`'s when its dynamic type is one of `Types` (the same type
+// and message), else rethrows the stored object. Rethrowing the stored object itself hands one
+// object to two threads: the waiter reads it in its handler while the progress thread may hold
+// the last reference and destroy it. That is safe (the count is atomic), but the count lives in
+// the uninstrumented C++ runtime, so ThreadSanitizer cannot see the order and reports a race; with
+// a copy per waiter, each thread destroys only what it made. Only exact types are copied, so that
+// a subclass (std::system_error, a caller's own) keeps its type and its data.
+template <typename... Types>
+[[noreturn]] void throw_copy_if_one_of(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
-  } catch (const First& e) {
-    throw First(std::string(e.what()));  // a fresh message, not a shared copy-on-write one
-  } catch (...) {
-    if constexpr (sizeof...(Rest) > 0) {
-      throw_copy_as<Rest...>(error);
-    } else {
-      throw;
-    }
+  } catch (const std::exception& e) {
+    const std::type_info& type = typeid(e);
+    // A fresh message string, not one shared copy-on-write with the stored object.
+    ((type == typeid(Types) ? throw Types(std::string(e.what())) : void()), ...);
+    throw;
   }
 }
 
 [[noreturn]] void throw_copy_of(const std::exception_ptr& error) {
-  // Most derived first: a handler for a base catches its subclasses too.
-  throw_copy_as<ShapeError, DTypeError, IndexError, DeviceError, OutOfMemoryError, CommError,
-                NotSupportedError, Error, std::invalid_argument, std::out_of_range,
-                std::logic_error, std::runtime_error>(error);
+  throw_copy_if_one_of<Error, ShapeError, DTypeError, IndexError, DeviceError, OutOfMemoryError,
+                       CommError, NotSupportedError, std::runtime_error, std::logic_error,
+                       std::invalid_argument, std::out_of_range>(error);
 }
 
 }  // namespace
