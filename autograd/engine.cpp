@@ -37,6 +37,17 @@ class GradModeScope {
   bool previous_;
 };
 
+// Note [Gradients of slices added in place]
+// A tensor split into slices (a fused qkv projection narrowed into q, k and v) gets one gradient
+// per slice, each zero but in its slice: built as such (a zero-filled tensor of the input's size
+// with the slice copied in) and summed, the three cost three fills, three copies and two adds of
+// the whole input. So where the input's buffer already holds another path's gradient and the
+// engine could add into it in place (accumulates_in_place: nothing records, nothing else holds
+// it), a node of one input and one edge is asked to add its gradient into that buffer
+// (Node::add_gradient_into): a slice or select adds grad_output into its region of it. The first
+// slice to arrive still builds its full-size gradient, which becomes the buffer. DTensors keep
+// the general path (their slices need the sharding's own rules).
+//
 // Note [Engine bookkeeping]
 // One backward of a small graph must cost little next to its ops (an add + sum + backward of one
 // element is a few microseconds), so the per-call state is flat: the nodes reachable from the
@@ -212,9 +223,20 @@ std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> 
     }
     if (capture_mode && n != 0 && needed[n] == 0) continue;
 
+    const std::vector<Edge>& edges = node->next_edges();
+    if (inputs.size() == 1 && edges.size() == 1 && edges[0].is_valid() && inputs[0].defined()) {
+      // See Note [Gradients of slices added in place].
+      const auto c = static_cast<size_t>(g.index.find(edges[0].function.get()));
+      Tensor& slot = slots[first_slot[c] + edges[0].input_nr];
+      if (slot.defined() && !slot.is_distributed() && !inputs[0].is_distributed() &&
+          accumulates_in_place(slot) && node->add_gradient_into(inputs[0], slot)) {
+        if (!keep_graph) node->release_variables();
+        if (--g.deps[c] == 0) ready.push_back(static_cast<int>(c));
+        continue;
+      }
+    }
     std::vector<Tensor> grads = node->apply(std::move(inputs));
     if (!keep_graph) node->release_variables();
-    const std::vector<Edge>& edges = node->next_edges();
     TS_CHECK(grads.size() == edges.size(), "[backward] Function ", node->name(), " returned ",
              grads.size(), " gradients but expected ", edges.size());
     for (size_t i = 0; i < edges.size(); ++i) {

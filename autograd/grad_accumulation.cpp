@@ -33,10 +33,14 @@ Tensor sum_gradients(const Tensor& a, const Tensor& b) {
   return any_requires_grad(a, b) ? SumGradients::apply(a, b) : tessera::add(a, b);
 }
 
-void accumulate_gradient(Tensor& sum, const Tensor& g) {
+bool accumulates_in_place(const Tensor& sum) {
   const bool unshared = sum.impl_ptr().use_count() == 1 && sum.storage().use_count() == 1;
-  if (!is_grad_enabled() && unshared && !sum.requires_grad() && sum.is_contiguous() &&
-      sum.sizes() == g.sizes() && sum.dtype() == g.dtype() && sum.device() == g.device()) {
+  return !is_grad_enabled() && unshared && !sum.requires_grad() && sum.is_contiguous();
+}
+
+void accumulate_gradient(Tensor& sum, const Tensor& g) {
+  if (accumulates_in_place(sum) && sum.sizes() == g.sizes() && sum.dtype() == g.dtype() &&
+      sum.device() == g.device()) {
     sum += g;
     return;
   }

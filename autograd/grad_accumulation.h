@@ -13,6 +13,10 @@ Tensor sum_gradients(const Tensor& a, const Tensor& b);
 // in place when nothing records and no other tensor shares sum's storage, as PyTorch's
 // InputBuffer, which spares a fresh buffer per extra path; sum_gradients otherwise.
 void accumulate_gradient(Tensor& sum, const Tensor& g);
+// Whether accumulate_gradient adds into `sum` in place (given a g of its shape, dtype and
+// device): nothing records, sum is contiguous, needs no gradient and shares its storage with no
+// other tensor.
+bool accumulates_in_place(const Tensor& sum);
 // A copy of g in fresh contiguous storage; recorded like sum_gradients.
 Tensor copy_gradient(const Tensor& g);
 

@@ -64,6 +64,12 @@ class Node {
   virtual std::string name() const = 0;
   // Frees saved tensors once a backward without retain_graph has run this node.
   virtual void release_variables() {}
+  // The in-place form of apply for a node of one input slot and one next edge whose gradient is
+  // zero but in one region of its input (slice, select): adds grad_output into that region of
+  // `sum`, the gradient another path already gave the input, and returns true; false (the
+  // default) leaves sum alone. The engine calls it only where it could add into sum in place
+  // (See Note [Gradients of slices added in place] in autograd/engine.cpp).
+  virtual bool add_gradient_into(const Tensor& /*grad_output*/, Tensor& /*sum*/) { return false; }
 
   const std::vector<Edge>& next_edges() const { return next_edges_; }
   size_t num_outputs() const { return next_edges_.size(); }

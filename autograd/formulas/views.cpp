@@ -55,6 +55,38 @@ std::shared_ptr<FormulaNode> view_node(const char* name, Backward backward) {
   return std::make_shared<ViewNode<Backward>>(name, std::move(backward));
 }
 
+// The node of a view that takes one region of its input (slice, select): its gradient is zero
+// but in that region, so where another path already gave the input a gradient the engine has the
+// region of that one added to (See Note [Gradients of slices added in place] in
+// autograd/engine.cpp). `region(t)` is the view of t the forward took.
+template <typename Backward, typename Region>
+class RegionViewNode final : public FormulaNode {
+ public:
+  RegionViewNode(const char* name, Backward backward, Region region)
+      : FormulaNode(name), backward_(std::move(backward)), region_(std::move(region)) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    if (!grads[0].defined()) return {Tensor()};
+    return {backward_(grads[0])};
+  }
+  bool add_gradient_into(const Tensor& grad, Tensor& sum) override {
+    if (grad.dtype() != sum.dtype() || grad.device() != sum.device()) return false;
+    Tensor part = region_(sum);
+    if (part.sizes() != grad.sizes()) return false;
+    part += grad;
+    return true;
+  }
+
+ private:
+  Backward backward_;
+  Region region_;
+};
+
+template <typename Backward, typename Region>
+std::shared_ptr<FormulaNode> region_view_node(const char* name, Backward backward, Region region) {
+  return std::make_shared<RegionViewNode<Backward, Region>>(name, std::move(backward),
+                                                            std::move(region));
+}
+
 // The gradient of a slice / select of a tensor of `sizes`: zeros with grad written into the
 // sliced part. Recorded as its own op, whose gradient is the slice again, so that it is twice
 // differentiable.
@@ -144,17 +176,23 @@ Tensor permute(const Tensor& self, const Shape& dims) {
 Tensor select(const Tensor& self, int64_t dim, int64_t index) {
   return recorded_view(
       self, [&] { return self.select(dim, index); },
-      view_node("SelectBackward0", [sizes = self.sizes(), dim, index](const Tensor& g) {
-        return select_backward(g, sizes, dim, index);
-      }));
+      region_view_node(
+          "SelectBackward0",
+          [sizes = self.sizes(), dim, index](const Tensor& g) {
+            return select_backward(g, sizes, dim, index);
+          },
+          [dim, index](const Tensor& t) { return t.select(dim, index); }));
 }
 
 Tensor slice(const Tensor& self, int64_t dim, int64_t start, int64_t end, int64_t step) {
   return recorded_view(
       self, [&] { return self.slice(dim, start, end, step); },
-      view_node("SliceBackward0", [sizes = self.sizes(), dim, start, end, step](const Tensor& g) {
-        return slice_backward(g, sizes, dim, start, end, step);
-      }));
+      region_view_node(
+          "SliceBackward0",
+          [sizes = self.sizes(), dim, start, end, step](const Tensor& g) {
+            return slice_backward(g, sizes, dim, start, end, step);
+          },
+          [dim, start, end, step](const Tensor& t) { return t.slice(dim, start, end, step); }));
 }
 
 Tensor unsqueeze(const Tensor& self, int64_t dim) {
