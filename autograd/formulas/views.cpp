@@ -37,7 +37,7 @@ Tensor recorded_view(const Tensor& self, const MakeView& make_view,
 
 // A node whose gradient is one runtime op applied to the incoming gradient.
 template <typename Backward>
-class ViewNode final : public FormulaNode {
+class ViewNode : public FormulaNode {
  public:
   ViewNode(const char* name, Backward backward)
       : FormulaNode(name), backward_(std::move(backward)) {}
@@ -60,14 +60,10 @@ std::shared_ptr<FormulaNode> view_node(const char* name, Backward backward) {
 // region of that one added to (See Note [Gradients of slices added in place] in
 // autograd/engine.cpp). `region(t)` is the view of t the forward took.
 template <typename Backward, typename Region>
-class RegionViewNode final : public FormulaNode {
+class RegionViewNode final : public ViewNode<Backward> {
  public:
   RegionViewNode(const char* name, Backward backward, Region region)
-      : FormulaNode(name), backward_(std::move(backward)), region_(std::move(region)) {}
-  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    if (!grads[0].defined()) return {Tensor()};
-    return {backward_(grads[0])};
-  }
+      : ViewNode<Backward>(name, std::move(backward)), region_(std::move(region)) {}
   bool add_gradient_into(const Tensor& grad, Tensor& sum) override {
     if (grad.dtype() != sum.dtype() || grad.device() != sum.device()) return false;
     Tensor part = region_(sum);
@@ -77,7 +73,6 @@ class RegionViewNode final : public FormulaNode {
   }
 
  private:
-  Backward backward_;
   Region region_;
 };
 

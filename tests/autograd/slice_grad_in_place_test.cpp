@@ -98,8 +98,7 @@ TEST_CASE("slices added in place: gradcheck and gradgradcheck", "[slice_grad]") 
   CHECK(gradgradcheck(fn, {x}));
 }
 
-TEST_CASE("a hook on the sliced tensor sees the summed gradient; a retained one is not written",
-          "[slice_grad]") {
+TEST_CASE("a hook and retain_grad on the sliced tensor see the summed gradient", "[slice_grad]") {
   const Tensor x = random_leaf({kRows, kCols}, 7);
   const std::vector<Tensor> w = region_weights(x, 30);
   Tensor seen;
