@@ -18,7 +18,8 @@
 //   transposes in registers for a column-major b: linear's weight, k^T in attention), except a
 //   row-major b with rows not 2 KiB multiples apart under fewer than 128 output rows (attention's
 //   v), read in place where the copy would not pay for itself.
-// - Blocks: 256 of K by 512 columns of b (the block in L2, reused by every 14 rows). The other
+// - Blocks: 256 of K by as many columns of b as fill half the core's L2 (512 on a Zen 4, 1024 on
+//   a Xeon with 2 MiB; column_block), the block reused there by every 14 rows. The other
 //   order (b's panel kept in L1 across a's 14-row slivers packed K-major, as BLIS and GotoBLAS
 //   block) ran linear's products up to 7% slower here (none faster) and p @ v 28% slower.
 // - In a batch of small products (attention's heads) the next product's operands and output are
@@ -34,6 +35,7 @@
 #include "kernels/cpu/tile_matmul.h"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -69,7 +71,20 @@ namespace {
 constexpr int kTileRows = 14;
 constexpr int64_t kTileCols = 32;
 constexpr int64_t kDepthBlock = 256;
-constexpr int64_t kColumnBlock = 512;
+
+// Columns of b per block: the block (kDepthBlock deep) fills half of this core's L2, where every
+// 14-row block of a sweeps it, and fewer column blocks mean a packed and c's rows passed fewer
+// times: 512 columns on a Zen 4 (1 MiB of L2), 1024 on a Xeon with 2 MiB, where 512 ran 2048^3 at
+// 156-161 GFLOP/s on one thread and 1024 at 167-176, 1024^3 at 159-166 against 172-179.
+int64_t column_block() {
+  static const int64_t columns = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    const int64_t bytes = l2 > 0 ? l2 : int64_t{1} << 20;
+    const int64_t fit = bytes / 2 / (kDepthBlock * int64_t{sizeof(float)});
+    return std::clamp<int64_t>(fit / kTileCols * kTileCols, 256, 2048);
+  }();
+  return columns;
+}
 
 // One tile: c[0, R) x [0, cols) = (accumulate ? c : bias or 0) + a[0, R) x [0, kc) @ b[0, kc) x
 // [0, cols), cols <= 32. a(r, p) at a[r * lda + p] (kARowMajor) or a[p * lda + r]; b's rows are
@@ -256,12 +271,13 @@ bool a_in_place(const Matrix& a, int64_t kc) { return a.row_major ? a.ld % 512 !
 bool b_in_place(const Matrix& b, int64_t m) { return b.row_major && b.ld % 512 != 0 && m < 128; }
 
 // c (m x n, row-major, ldc) = a (m x k) @ b (k x n) (+ bias). `panels` holds a block of b:
-// min(k, kDepthBlock) x min(n, kColumnBlock) floats, the columns rounded up to 32; `block`
+// min(k, kDepthBlock) x min(n, column_block()) floats, the columns rounded up to 32; `block`
 // block_floats(min(k, kDepthBlock)) floats.
 TS_AVX512 void product(int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, float* c, int64_t ldc,
                        const float* bias, float* panels, float* block) {
-  for (int64_t jc = 0; jc < n; jc += kColumnBlock) {
-    const int64_t nc = std::min(kColumnBlock, n - jc);
+  const int64_t column_block_size = column_block();
+  for (int64_t jc = 0; jc < n; jc += column_block_size) {
+    const int64_t nc = std::min(column_block_size, n - jc);
     for (int64_t pc = 0; pc < k; pc += kDepthBlock) {
       const int64_t kc = std::min(kDepthBlock, k - pc);
       const bool pack_b = !b_in_place(b, m);
@@ -347,7 +363,8 @@ bool tile_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tens
   // reuses the memory call after call; fresh pages are slow).
   const int threads = omp_get_max_threads();
   const int64_t panel_floats = std::min(kDepthBlock, k) *
-                               (std::min(kColumnBlock, n) + kTileCols - 1) / kTileCols * kTileCols;
+                               (std::min(column_block(), n) + kTileCols - 1) / kTileCols *
+                               kTileCols;
   const int64_t scratch_floats = panel_floats + block_floats(std::min(kDepthBlock, k));
   const Tensor scratch = Tensor::make_empty({threads, scratch_floats}, kFloat32, Device::cpu());
   float* pscratch = static_cast<float*>(scratch.raw_data());
@@ -364,11 +381,15 @@ bool tile_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tens
   return true;
 }
 
+int64_t tile_matmul_column_block() { return column_block(); }
+
 #else  // not x86-64 with GCC or Clang
 
 bool tile_matmul_available() { return false; }
 
 bool tile_matmul(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { return false; }
+
+int64_t tile_matmul_column_block() { return 0; }
 
 #endif
 

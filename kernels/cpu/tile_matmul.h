@@ -18,4 +18,7 @@ bool tile_matmul_available();
 bool tile_matmul(const Tensor& out, const Tensor& a, const Tensor& b,
                  const Tensor& bias = Tensor());
 
+// Columns of b the tile kernels take per block on this CPU (sized to its L2; tests cross it).
+int64_t tile_matmul_column_block();
+
 }  // namespace tessera::cpu

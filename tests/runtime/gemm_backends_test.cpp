@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/cpu/gemm_choice.h"
+#include "kernels/cpu/tile_matmul.h"
 #include "tessera/tessera.h"
 #include "tests/runtime/matmul_reference.h"
 
@@ -209,12 +210,13 @@ TEST_CASE("the tile kernels on every tile edge, block and layout", "[runtime][li
   std::vector<Dims> dims;
   for (int64_t m = 1; m <= 15; ++m) dims.push_back({m, 33, 19});  // every tile height
   for (int64_t n : {1, 15, 16, 17, 31, 32, 47, 48, 64}) dims.push_back({29, n, 21});  // widths
-  dims.push_back({17, 530, 40});   // two blocks of columns, the last 18 wide
-  dims.push_back({30, 40, 600});   // three blocks of K, the last 88 deep
-  dims.push_back({16, 520, 270});  // both
-  dims.push_back({130, 45, 70});   // b packed for 128 rows or more
-  dims.push_back({20, 48, 512});   // a's rows 2 KiB apart: packed
-  dims.push_back({17, 512, 30});   // b's rows 2 KiB apart: packed
+  const int64_t columns = cpu::tile_matmul_column_block();  // sized to this CPU's L2
+  dims.push_back({17, columns + 18, 40});  // two blocks of columns, the last 18 wide
+  dims.push_back({30, 40, 600});           // three blocks of K, the last 88 deep
+  dims.push_back({16, columns + 8, 270});  // both
+  dims.push_back({130, 45, 70});           // b packed for 128 rows or more
+  dims.push_back({20, 48, 512});           // a's rows 2 KiB apart: packed
+  dims.push_back({17, 512, 30});           // b's rows 2 KiB apart: packed
   uint64_t seed = 500;
   for (int threads : {1, 2}) {
     const IntraOpThreadsGuard guard(threads);
