@@ -13,7 +13,8 @@
 // - a is read in place in either layout (14 streams along K, or 14 adjacent floats per step)
 //   unless its lines would crowd one L1 set: rows a multiple of 2 KiB apart (the K = 1024
 //   products ran at half speed in place), or a column-major block deeper than 64 steps. Then each
-//   14-row block is copied first (pack_block), the copy staying in L1 while the tiles sweep b.
+//   14-row block is copied first (pack_row_block, pack_column_chunk), the copy staying in L1
+//   while the tiles sweep b.
 // - b is packed per block of K and columns into panels of 32 columns (copies of rows, or 16 x 16
 //   transposes in registers for a column-major b: linear's weight, k^T in attention), except a
 //   row-major b with rows not 2 KiB multiples apart under fewer than 128 output rows (attention's
@@ -224,20 +225,13 @@ TS_AVX512 void pack_panels(const float* b, int64_t ldb, bool row_major, int64_t 
   }
 }
 
-// Packs the 14-row block of a the tiles read, rows [0, rows) x depth [0, kc), into `block` so
-// that it stays in L1 as they sweep b's columns: row-major rows copied `ld` floats apart, ld one
+// Packs the 14-row block of a row-major a the tiles read, rows [0, rows) x depth [0, kc), into
+// `block` so that it stays in L1 as they sweep b's columns: rows copied `ld` floats apart, ld one
 // odd number of cache lines (read in place, rows a multiple of 4 KiB apart, such as K = 1024,
-// fall into one L1 set and evict each other: the K = 1024 products ran at half speed), or
-// column-major steps of K copied 16 floats apart. Returns the block's leading dimension.
-TS_AVX512 int64_t pack_block(const float* a, int64_t lda, bool row_major, int64_t rows, int64_t kc,
-                             float* block) {
-  if (!row_major) {
-    const __mmask16 lanes = first_lanes(rows);
-    for (int64_t p = 0; p < kc; ++p) {
-      _mm512_storeu_ps(block + p * 16, _mm512_maskz_loadu_ps(lanes, a + p * lda));
-    }
-    return 16;
-  }
+// fall into one L1 set and evict each other: the K = 1024 products ran at half speed). Returns
+// ld.
+TS_AVX512 int64_t pack_row_block(const float* a, int64_t lda, int64_t rows, int64_t kc,
+                                 float* block) {
   const int64_t ld = (kc + 15) / 32 * 32 + 16;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t p = 0; p < kc; p += 16) {
@@ -248,9 +242,30 @@ TS_AVX512 int64_t pack_block(const float* a, int64_t lda, bool row_major, int64_
   return ld;
 }
 
-// Floats pack_block needs for a depth of kc.
+// Row blocks of a column-major a packed at once (kChunkBlocks x 14 rows).
+constexpr int64_t kChunkBlocks = 16;
+constexpr int64_t kChunkRows = kChunkBlocks * kTileRows;
+
+// Packs rows [0, rows) x depth [0, kc) of a column-major a (a(i, p) at a[p * lda + i]), rows <=
+// kChunkRows, as 14-row blocks, block b at chunk[b * kc * 16], its steps of K 16 floats apart (the
+// tiles' column-major layout, ld 16). Along a's columns, so that its lines are read in order: a
+// block packed alone took a strip of 14 floats down kc columns a page apart each for the wide
+// products (M = 768, 1024: autograd's weight gradients x^T @ dy), which the prefetchers did not
+// follow (11% of a 1024 x 512 x 256 product on one Xeon thread).
+TS_AVX512 void pack_column_chunk(const float* a, int64_t lda, int64_t rows, int64_t kc,
+                                 float* chunk) {
+  for (int64_t p = 0; p < kc; ++p) {
+    for (int64_t i0 = 0; i0 < rows; i0 += kTileRows) {
+      _mm512_storeu_ps(chunk + (i0 / kTileRows) * kc * 16 + p * 16,
+                       _mm512_maskz_loadu_ps(first_lanes(std::min<int64_t>(kTileRows, rows - i0)),
+                                             a + p * lda + i0));
+    }
+  }
+}
+
+// Floats the packed a needs for a depth of kc: a row-major block, or a column-major chunk.
 constexpr int64_t block_floats(int64_t kc) {
-  return std::max<int64_t>(kc * 16, kTileRows * ((kc + 15) / 32 * 32 + 16));
+  return std::max<int64_t>(kChunkBlocks * kc * 16, kTileRows * ((kc + 15) / 32 * 32 + 16));
 }
 
 struct Matrix {
@@ -259,7 +274,7 @@ struct Matrix {
   bool row_major;
 };
 
-// Whether the tiles read a's 14-row block in place rather than from pack_block's copy: row-major
+// Whether the tiles read a's 14-row block in place rather than from a packed copy: row-major
 // rows not a multiple of 2 KiB apart (at most 4 of the 14 in one L1 set), or column-major blocks
 // shallow enough (64 steps, one line each) that their lines cannot crowd a set.
 bool a_in_place(const Matrix& a, int64_t kc) { return a.row_major ? a.ld % 512 != 0 : kc <= 64; }
@@ -288,19 +303,29 @@ TS_AVX512 void product(int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, floa
       const float* b_block = pack_b ? panels : b.data + pc * b.ld + jc;
       const int64_t ldb = pack_b ? kTileCols : b.ld;
       const bool first = pc == 0;
-      for (int64_t i0 = 0; i0 < m; i0 += kTileRows) {
-        const int64_t rows = std::min<int64_t>(kTileRows, m - i0);
-        const float* a_block = a.row_major ? a.data + i0 * a.ld + pc : a.data + pc * a.ld + i0;
-        int64_t lda = a.ld;
-        if (!a_in_place(a, kc)) {
-          lda = pack_block(a_block, a.ld, a.row_major, rows, kc, block);
-          a_block = block;
+      const bool pack_a = !a_in_place(a, kc);
+      for (int64_t ic = 0; ic < m; ic += kChunkRows) {
+        const int64_t chunk_rows = std::min(kChunkRows, m - ic);
+        if (pack_a && !a.row_major) {
+          pack_column_chunk(a.data + pc * a.ld + ic, a.ld, chunk_rows, kc, block);
         }
-        for (int64_t j = 0; j < nc; j += kTileCols) {
-          const int64_t cols = std::min(kTileCols, nc - j);
-          const TileFn fn = tile_for(rows, a.row_major, cols < kTileCols);
-          fn(kc, a_block, lda, b_block + (pack_b ? j * kc : j), ldb, c + i0 * ldc + jc + j, ldc,
-             cols, !first, first && bias != nullptr ? bias + jc + j : nullptr);
+        for (int64_t i0 = ic; i0 < ic + chunk_rows; i0 += kTileRows) {
+          const int64_t rows = std::min<int64_t>(kTileRows, m - i0);
+          const float* a_block = a.row_major ? a.data + i0 * a.ld + pc : a.data + pc * a.ld + i0;
+          int64_t lda = a.ld;
+          if (pack_a && a.row_major) {
+            lda = pack_row_block(a_block, a.ld, rows, kc, block);
+            a_block = block;
+          } else if (pack_a) {
+            a_block = block + (i0 - ic) / kTileRows * kc * 16;
+            lda = 16;
+          }
+          for (int64_t j = 0; j < nc; j += kTileCols) {
+            const int64_t cols = std::min(kTileCols, nc - j);
+            const TileFn fn = tile_for(rows, a.row_major, cols < kTileCols);
+            fn(kc, a_block, lda, b_block + (pack_b ? j * kc : j), ldb, c + i0 * ldc + jc + j, ldc,
+               cols, !first, first && bias != nullptr ? bias + jc + j : nullptr);
+          }
         }
       }
     }

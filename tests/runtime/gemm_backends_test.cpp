@@ -215,8 +215,9 @@ TEST_CASE("the tile kernels on every tile edge, block and layout", "[runtime][li
   dims.push_back({30, 40, 600});           // three blocks of K, the last 88 deep
   dims.push_back({16, columns + 8, 270});  // both
   dims.push_back({130, 45, 70});           // b packed for 128 rows or more
-  dims.push_back({20, 48, 512});           // a's rows 2 KiB apart: packed
-  dims.push_back({17, 512, 30});           // b's rows 2 KiB apart: packed
+  dims.push_back({250, 40, 100});  // a column-major packed in two chunks of rows, the last 26
+  dims.push_back({20, 48, 512});   // a's rows 2 KiB apart: packed
+  dims.push_back({17, 512, 30});   // b's rows 2 KiB apart: packed
   uint64_t seed = 500;
   for (int threads : {1, 2}) {
     const IntraOpThreadsGuard guard(threads);
