@@ -101,8 +101,9 @@ TS_AVX512 void tile(int64_t kc, const float* a, int64_t lda, const float* b, int
     acc[r][0] = _mm512_setzero_ps();
     acc[r][1] = _mm512_setzero_ps();
   }
-  // Two steps per iteration: the loop's own instructions (and a's row pointers reloaded from the
-  // stack, 14 of them) take less of the load ports and the front end (~2% on one Xeon thread).
+  // Two steps per iteration: the loop's own instructions (and the a row pointers that do not fit
+  // in registers, reloaded from the stack) take less of the load ports and the front end (~2% on
+  // one Xeon thread).
 #pragma GCC unroll 2
   for (int64_t p = 0; p < kc; ++p) {
     const float* bp = b + p * ldb;
