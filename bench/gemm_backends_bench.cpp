@@ -9,7 +9,8 @@
 // this VM's speed drifts over seconds. The last column is the best backend's rate as a fraction
 // of the threads' FMA peak, measured at the start (bench/fma_peak.h). "choice ms" is what
 // measuring the choice cost the first product of its shape class (0 when an earlier product of
-// the class measured it).
+// the class measured it). Then the bfloat16 backends: oneDNN beside the AMX kernels
+// (bench/bf16_gemm_section.h).
 
 #include <fmt/format.h>
 #include <tessera/tessera.h>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/bf16_gemm_section.h"
 #include "bench/fma_peak.h"
 #include "kernels/cpu/gemm_choice.h"
 #include "kernels/cpu/narrow_matmul.h"
@@ -158,5 +160,6 @@ int main() {
                  best_backend / (peak * threads));
     }
   }
+  ts::bench::run_bf16_gemm_section();
   return 0;
 }

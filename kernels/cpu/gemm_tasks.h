@@ -1,7 +1,7 @@
 #pragma once
 // How the CPU GEMM backends that multiply one matrix at a time (openblas_matmul.cpp,
-// narrow_matmul.cpp, tile_matmul.cpp) read a batch of float32 products and spread it over the
-// calling thread's OpenMP threads.
+// narrow_matmul.cpp, tile_matmul.cpp, amx_matmul.cpp) read a batch of products and spread it over
+// the calling thread's OpenMP threads.
 
 #include <omp.h>
 
@@ -14,37 +14,41 @@
 
 namespace tessera::cpu {
 
-// out = a @ b, float32, operands in BLAS layout (see blas_layout), as a batch of single-matrix
-// products: their dims, the operands' layouts, and each product's matrices.
-class Float32Products {
+// out = a @ b, elements of type T (float, or BFloat16's bits as uint16_t), operands in BLAS layout
+// (see blas_layout), as a batch of single-matrix products: their dims, the operands' layouts, and
+// each product's matrices.
+template <typename T>
+class MatrixProducts {
  public:
-  Float32Products(const Tensor& out, const Tensor& a, const Tensor& b)
+  MatrixProducts(const Tensor& out, const Tensor& a, const Tensor& b)
       : m(out.size(-2)),
         n(out.size(-1)),
         k(a.size(-1)),
         batch(out.numel() / (m * n)),
         la(*blas_layout(a)),
         lb(*blas_layout(b)),
-        a_(static_cast<const float*>(a.raw_data())),
-        b_(static_cast<const float*>(b.raw_data())),
-        out_(static_cast<float*>(out.raw_data())),
+        a_(static_cast<const T*>(a.raw_data())),
+        b_(static_cast<const T*>(b.raw_data())),
+        out_(static_cast<T*>(out.raw_data())),
         offsets_a_(batch_offsets(a, batch)),
         offsets_b_(batch_offsets(b, batch)) {}
 
   // Product i's matrices (i < batch); its output is row-major and contiguous (ldc = n).
-  const float* a_matrix(int64_t i) const { return a_ + offsets_a_[static_cast<size_t>(i)]; }
-  const float* b_matrix(int64_t i) const { return b_ + offsets_b_[static_cast<size_t>(i)]; }
-  float* out_matrix(int64_t i) const { return out_ + i * m * n; }
+  const T* a_matrix(int64_t i) const { return a_ + offsets_a_[static_cast<size_t>(i)]; }
+  const T* b_matrix(int64_t i) const { return b_ + offsets_b_[static_cast<size_t>(i)]; }
+  T* out_matrix(int64_t i) const { return out_ + i * m * n; }
 
   const int64_t m, n, k, batch;
   const MatrixLayout la, lb;
 
  private:
-  const float* a_;
-  const float* b_;
-  float* out_;
+  const T* a_;
+  const T* b_;
+  T* out_;
   std::vector<int64_t> offsets_a_, offsets_b_;
 };
+
+using Float32Products = MatrixProducts<float>;
 
 // Calls piece(i, begin, len) over the `batch` products, in parallel on the calling thread's
 // OpenMP threads. With at least as many products as threads each piece is a whole product

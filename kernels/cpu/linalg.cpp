@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/amx_matmul.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_choice.h"
 #include "kernels/cpu/narrow_matmul.h"
@@ -413,6 +414,13 @@ void float32_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
 void floating_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   if (out.dtype() == kFloat32) {
     float32_matmul(out, a, b);
+    return;
+  }
+  // bfloat16 on AMX tiles where they beat oneDNN (Note [AMX bfloat16 products] in amx_matmul.cpp).
+  const int64_t m = out.size(-2), n = out.size(-1);
+  if (out.dtype() == kBFloat16 &&
+      amx_bf16_preferred(m, n, a.size(-1), out.numel() / (m * n), omp_get_max_threads()) &&
+      amx_bf16_matmul(out, a, b)) {
     return;
   }
   if (onednn_matmul(out, a, b)) return;
