@@ -4,6 +4,7 @@
 #include "bench/bf16_gemm_section.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 #include <tessera/tessera.h>
 
 #include <algorithm>
@@ -12,7 +13,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "bench/bench_util.h"
 #include "kernels/cpu/amx_matmul.h"
 #include "kernels/cpu/onednn_matmul.h"
 
@@ -39,14 +39,17 @@ void run_bf16_gemm_section() {
       {256, 256, 256},   {512, 512, 512},    {1024, 1024, 1024}, {2048, 2048, 2048},
       {256, 1024, 1024}, {512, 1024, 1024},  {1024, 256, 1024},  {1024, 1024, 256},
       {1024, 512, 512},  {4096, 1024, 1024}, {64, 1024, 1024}};
+  const int saved_threads = omp_get_max_threads();
   for (const int threads : {1, 2}) {
-    set_num_threads(threads);
+    // The kernels called directly run on the calling thread's OpenMP thread count.
+    omp_set_num_threads(threads);
     fmt::print("\nbfloat16 GEMM GFLOP/s, {} thread(s); medians over alternating rounds\n", threads);
     fmt::print("  {:>16} {:>9} {:>9} {:>10}  {:<10}\n", "M x K x N", "onednn", "amx", "amx/onednn",
                "matmul uses");
     for (const auto& [m, k, n] : shapes) {
-      const Tensor a = uniform_matrix(m, k, 21).to(kBFloat16);
-      const Tensor b = uniform_matrix(k, n, 22).to(kBFloat16);
+      // Standard normal values, as weights and activations are: the tiles' rate depends on the
+      // data (bench/vs_libtorch's operands are these too).
+      const Tensor a = randn({m, k}).to(kBFloat16), b = randn({k, n}).to(kBFloat16);
       const Tensor out = Tensor::make_empty({m, n}, kBFloat16, Device::cpu());
       const double gflop = 2e-9 * static_cast<double>(m * k * n);
       // ~0.2 s of oneDNN per variant at ~1 TFLOP/s per thread, 5 to 200 rounds.
@@ -71,6 +74,7 @@ void run_bf16_gemm_section() {
                  cpu::amx_bf16_preferred(m, n, k, 1, threads) ? "amx" : "onednn");
     }
   }
+  omp_set_num_threads(saved_threads);
 }
 
 }  // namespace tessera::bench
