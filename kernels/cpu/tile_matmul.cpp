@@ -25,6 +25,8 @@
 //   block) ran linear's products up to 7% slower here (none faster) and p @ v 28% slower.
 // - In a batch of small products (attention's heads) the next product's operands and output are
 //   asked for while one runs (next_product_ahead).
+// - Threads take whole products of a batch; one product they split by columns where each gets at
+//   least 256 (each packs only its part of b), else by rows (See tile_matmul).
 // In whole products they won attention's strided heads (q @ k^T 71-81 GFLOP/s against oneDNN's
 // 40-51 and OpenBLAS's 54-59), tied linear's x @ W^T, and stayed 3-8% behind oneDNN on large
 // row-major products, where the two packs cost 5% and 3% (perf) and oneDNN reads in place
@@ -73,6 +75,8 @@ namespace {
 constexpr int kTileRows = 14;
 constexpr int64_t kTileCols = 32;
 constexpr int64_t kDepthBlock = 256;
+// The fewest output columns per thread for which one product is split by columns (tile_matmul).
+constexpr int64_t kColumnsPerThread = 256;
 
 // Columns of b per block: the block (kDepthBlock deep) fills half of this core's L2, where every
 // 14-row block of a sweeps it, and fewer column blocks mean a packed and c's rows passed fewer
@@ -364,6 +368,21 @@ bool tile_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tens
   const Tensor scratch = Tensor::make_empty({threads, scratch_floats}, kFloat32, Device::cpu());
   float* pscratch = static_cast<float*>(scratch.raw_data());
 
+  // One product on several threads: split by columns where each thread gets at least 256 of
+  // them, so that each packs only its own part of b (split by rows, every thread packed all of
+  // b: at two Xeon threads 2048^3 ran 4% faster by columns, 256 x 512 x 1024 11%, 512 x 256 x 768
+  // 4-8%, 512^3 within the noise); else by rows.
+  if (p.batch < threads && n >= threads * kColumnsPerThread) {
+    for_each_gemm_piece(p.batch, n, kTileCols, [&](int64_t i, int64_t begin, int64_t cols) {
+      const Matrix ma{p.a_matrix(i), p.la.ld, p.la.row_major};
+      const Matrix mb{p.b_matrix(i) + (p.lb.row_major ? begin : begin * p.lb.ld), p.lb.ld,
+                      p.lb.row_major};
+      float* own = pscratch + omp_get_thread_num() * scratch_floats;
+      product(p.m, cols, k, ma, mb, p.out_matrix(i) + begin, n,
+              pbias != nullptr ? pbias + begin : nullptr, own, own + panel_floats);
+    });
+    return true;
+  }
   for_each_gemm_piece(p.batch, p.m, kTileRows, [&](int64_t i, int64_t begin, int64_t rows) {
     const Matrix ma{p.a_matrix(i) + (p.la.row_major ? begin * p.la.ld : begin), p.la.ld,
                     p.la.row_major};

@@ -13,7 +13,8 @@ bool tile_matmul_available();
 // out = a @ b (+ bias), float32, shapes and layouts as onednn_matmul (operands in BLAS layout,
 // see blas_layout; K > 0, out non-empty and contiguous). A defined `bias` (1-D, contiguous,
 // float32, out's last dim) is added to every row of out as the tiles are stored. Uses the calling
-// thread's OpenMP thread count, splitting the rows. Returns false, computing nothing, when the
+// thread's OpenMP thread count, splitting a batch by products and one product by columns (at least
+// 256 per thread) or else by rows. Returns false, computing nothing, when the
 // kernels are not available.
 bool tile_matmul(const Tensor& out, const Tensor& a, const Tensor& b,
                  const Tensor& bias = Tensor());

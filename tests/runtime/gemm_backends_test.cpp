@@ -146,14 +146,21 @@ TEST_CASE("linear's bias in the product on every backend", "[runtime][linalg][ge
       {"weight stored transposed", make({64, 96}, 68), make({96, 40}, 69).t()},
       {"narrow n=10", make({128, 96}, 70), make({10, 96}, 71)},
       {"K = 300: the tile kernels' two blocks of K", make({20, 300}, 75), make({40, 300}, 76)},
+      // Two threads split the tile kernels' product by columns, the second part ragged.
+      {"600 wide", make({40, 96}, 77), make({600, 96}, 78)},
       {"K = 0", make({5, 0}, 72), make({7, 0}, 73)},
   };
-  for (GemmBackend backend : kBackends) {
+  for (const auto& [backend, threads] : [] {
+         std::vector<std::pair<GemmBackend, int>> runs;
+         for (GemmBackend b : kBackends) runs.insert(runs.end(), {{b, 1}, {b, 2}});
+         return runs;
+       }()) {
     if (!cpu::gemm_backend_available(backend)) continue;  // the case above says why
     const cpu::GemmBackendOverride force(backend);
+    const IntraOpThreadsGuard guard(threads);
     for (const LinearCase& c : linear_cases) {
-      INFO(cpu::gemm_backend_name(backend)
-           << ", " << c.name << ": x " << c.x.sizes() << ", w " << c.w.sizes());
+      INFO(cpu::gemm_backend_name(backend) << ", " << threads << " thread(s), " << c.name << ": x "
+                                           << c.x.sizes() << ", w " << c.w.sizes());
       const Tensor bias = make({c.w.size(0)}, 74);
       Expected want = reference_matmul(c.x, c.w.t());
       const std::vector<double> vb = bias.to_vector<double>();
