@@ -56,19 +56,22 @@ namespace tessera::cpu {
 //   itself when it has at most 2^27 multiply-adds (268 MFLOP; every backend writes the same
 //   result, so the trial is also the product, and the operands' real strides are timed), else
 //   on dense scratch operands of its layouts with its largest dims halved (and its batch cut)
-//   to that size. Rounds in rotating order, at least three and on short products as many as fit
-//   in 4 ms (up to 50), each backend's median run counting: on a short product at two threads
-//   a backend's own variance (waking its second thread) is part of what the product costs. The
-//   winner serves the class for the rest of the process (one process-wide table, so every rank
-//   thread gets the same answer). The trial keeps the shape rather than a fixed one per class
-//   because a factor of two in one dim flips the winner: on the EPYC at one thread, 256 x 512 x 10
-//   (M x K x N) runs at 68 GFLOP/s on oneDNN and 47 on OpenBLAS, 256 x 1024 x 10 at 33 and 46.
-//   The tile kernels are not timed on products of K <= 16 (See fastest_gemm_backend). Eigen is
-//   timed only on trials of at most 64^3 multiply-adds: on larger ones it ran at a
-//   third or less of oneDNN's and OpenBLAS's rate on every shape of the bench (and would triple the
-//   cost). Cost: three runs each of oneDNN, OpenBLAS and the tile kernels on <= 268 MFLOP, ~25 ms
-//   at the EPYC's ~100 GFLOP/s per thread for a large class, about 4 ms for the MLP's 10-wide layer
-//   (gemm_backends_bench prints it as "choice ms"; a loaded machine stretches it); a training
+//   to 2^29 (1.07 GFLOP, such as 512 x 1024 x 1024): the class of dims over 512 holds 1024 and
+//   2048 squares, and cut to 512^3 its trial picked oneDNN at two Xeon threads where the tile
+//   kernels ran 1024^3 and 2048^3 5-7% faster. Rounds in rotating order, at least three and on
+//   short products as many as fit in 4 ms (up to 50), each backend's median run counting: on a
+//   short product at two threads a backend's own variance (waking its second thread) is part of
+//   what the product costs. The winner serves the class for the rest of the process (one
+//   process-wide table, so every rank thread gets the same answer). The trial keeps the shape
+//   rather than a fixed one per class because a factor of two in one dim flips the winner: on the
+//   EPYC at one thread, 256 x 512 x 10 (M x K x N) runs at 68 GFLOP/s on oneDNN and 47 on OpenBLAS,
+//   256 x 1024 x 10 at 33 and 46. The tile kernels are not timed on products of K <= 16 (See
+//   fastest_gemm_backend). Eigen is timed only on trials of at most 64^3 multiply-adds: on larger
+//   ones it ran at a third or less of oneDNN's and OpenBLAS's rate on every shape of the bench (and
+//   would triple the cost). Cost: three runs each of oneDNN, OpenBLAS and the tile kernels on <=
+//   268 MFLOP, ~25 ms at the EPYC's ~100 GFLOP/s per thread (~100 ms for a class of products over
+//   268 MFLOP, whose trial is 1.07 GFLOP: less than one of them), about 4 ms for the MLP's 10-wide
+//   layer (gemm_backends_bench prints it as "choice ms"; a loaded machine stretches it); a training
 //   step touches a handful of classes.
 // - TESSERA_CPU_GEMM=onednn|openblas|eigen|narrow|tiles forces a backend (auto: the measured
 //   choice); GemmBackendOverride forces one per thread for the tests and benchmarks.
@@ -216,6 +219,8 @@ bool run_gemm_backend(GemmBackend backend, const Tensor& out, const Tensor& a, c
 // multiply-adds a trial product may have.
 constexpr std::array<int64_t, 3> kDimLimits = {16, 128, 512};
 constexpr int64_t kTrialWork = int64_t{1} << 27;
+// The size a larger product's trial on scratch operands is cut to (see the Note).
+constexpr int64_t kScratchTrialWork = int64_t{1} << 29;
 
 int dim_range(int64_t d) {
   int r = 0;
@@ -255,8 +260,9 @@ bool dense_operand(const Tensor& t) {
 }
 
 // Times the available backends on out = a @ b (float32, operands in BLAS layout) on the calling
-// thread's OpenMP threads; out holds the product after.
-GemmBackend fastest_gemm_backend(const Tensor& out, const Tensor& a, const Tensor& b) {
+// thread's OpenMP threads, at least min_rounds rounds; out holds the product after.
+GemmBackend fastest_gemm_backend(const Tensor& out, const Tensor& a, const Tensor& b,
+                                 int min_rounds = 3) {
   const int64_t work = out.numel() * a.size(-1);
   std::vector<GemmBackend> candidates;
   for (GemmBackend backend : kGemmBackends) {
@@ -272,10 +278,10 @@ GemmBackend fastest_gemm_backend(const Tensor& out, const Tensor& a, const Tenso
   if (candidates.size() == 1) return candidates.front();
   std::vector<std::vector<double>> runs(candidates.size());
   // Rounds and statistic: Note [CPU float32 GEMM choice].
-  constexpr int kMinRounds = 3, kMaxRounds = 50;
+  constexpr int kMaxRounds = 50;
   constexpr double kTrialSeconds = 4e-3;
   double spent = 0.0;
-  for (int round = 0; round < kMaxRounds && (round < kMinRounds || spent < kTrialSeconds);
+  for (int round = 0; round < kMaxRounds && (round < min_rounds || spent < kTrialSeconds);
        ++round) {
     for (size_t j = 0; j < candidates.size(); ++j) {
       const size_t i = (j + static_cast<size_t>(round)) % candidates.size();
@@ -297,16 +303,16 @@ GemmBackend fastest_gemm_backend(const Tensor& out, const Tensor& a, const Tenso
 }
 
 // Times the backends on dense scratch operands of a batch of m x k @ k x n products in the given
-// layouts, the largest dims halved (and the batch cut) to at most kTrialWork multiply-adds.
+// layouts, the largest dims halved (and the batch cut) to at most kScratchTrialWork multiply-adds.
 GemmBackend fastest_on_scratch(int64_t batch, int64_t m, int64_t n, int64_t k, bool a_row_major,
                                bool b_row_major) {
   std::array<int64_t, 3> dims{m, n, k};
-  while (dims[0] * dims[1] * dims[2] > kTrialWork) {
+  while (dims[0] * dims[1] * dims[2] > kScratchTrialWork) {
     int64_t& largest = *std::max_element(dims.begin(), dims.end());
     largest = (largest + 1) / 2;
   }
   m = dims[0], n = dims[1], k = dims[2];
-  batch = std::clamp<int64_t>(kTrialWork / (m * n * k), 1, batch);
+  batch = std::clamp<int64_t>(kScratchTrialWork / (m * n * k), 1, batch);
   const Device cpu = Device::cpu();
   const Tensor a = a_row_major ? Tensor::make_empty({batch, m, k}, kFloat32, cpu)
                                : Tensor::make_empty({batch, k, m}, kFloat32, cpu).transpose(1, 2);
@@ -315,7 +321,9 @@ GemmBackend fastest_on_scratch(int64_t batch, int64_t m, int64_t n, int64_t k, b
   // Values of ordinary magnitude (no denormals, no overflow), the same for every backend.
   std::fill_n(static_cast<float*>(a.raw_data()), batch * m * k, 0.5f);
   std::fill_n(static_cast<float*>(b.raw_data()), batch * k * n, 0.25f);
-  return fastest_gemm_backend(Tensor::make_empty({batch, m, n}, kFloat32, cpu), a, b);
+  // Five rounds: the large classes' backends come within a few percent of each other, and with
+  // three the VM's drift picked a different winner of 2048^3 in one run of three.
+  return fastest_gemm_backend(Tensor::make_empty({batch, m, n}, kFloat32, cpu), a, b, 5);
 }
 
 // TESSERA_CPU_GEMM, read once per process.
