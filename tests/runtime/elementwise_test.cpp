@@ -670,3 +670,75 @@ TEST_CASE("the CPU binary kernel divides integers without trapping", "[runtime][
                     Catch::Contains("[div] integer division by zero"));
   CHECK_THROWS_AS(k.unary(UnaryOp::kExp, out, a), DTypeError);
 }
+
+// Large inputs whose last dim is strided where the output's is not are copied into the output's
+// order before the op (Note [Inputs read across the grain] in kernels/cpu/elementwise.cpp): the
+// results must be those of the float64 reference on every such layout, the ones that stay in
+// place (a broadcast dim) too.
+TEST_CASE("ops on large inputs read across the grain match a float64 reference",
+          "[runtime][elementwise]") {
+  // Every pair is [30, 48, 40]-shaped after its views (57600 elements, over the staging bound).
+  const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> views = {
+      {"contiguous",
+       [](const Tensor& t) {
+         return t.reshape({30, 48, 40});
+       }},
+      {"last two dims transposed",
+       [](const Tensor& t) {
+         return t.reshape({30, 40, 48}).transpose(1, 2);
+       }},
+      {"permuted",
+       [](const Tensor& t) {
+         return t.reshape({40, 30, 48}).permute({1, 2, 0});
+       }},
+      {"transposed and broadcast over the first dim",
+       [](const Tensor& t) {
+         return t.reshape({30, 40, 48}).select(0, 0).t().unsqueeze(0).expand({30, 48, 40});
+       }},
+  };
+  for (const BinaryCase& c : binary_cases()) {
+    if (c.op != BinaryOp::kAdd && c.op != BinaryOp::kMul && c.op != BinaryOp::kDiv &&
+        c.op != BinaryOp::kMaximum && c.op != BinaryOp::kLt) {
+      continue;
+    }
+    for (DType dtype : {kFloat32, kBFloat16, kInt64}) {
+      for (const auto& [a_name, a_view] : views) {
+        for (const auto& [b_name, b_view] : views) {
+          INFO(op_name(c.op) << " " << dtype << ": " << a_name << " x " << b_name);
+          const Tensor a = a_view(filled({57600}, dtype, c.a_lo, c.a_hi, 11));
+          const Tensor b = b_view(filled({57600}, dtype, c.b_lo, c.b_hi, 12));
+          check_binary(c, a, b, dtype);
+        }
+      }
+    }
+  }
+  for (const UnaryCase& c : unary_cases()) {
+    for (DType dtype : {kFloat32, kBFloat16}) {
+      for (const auto& [name, view] : views) {
+        INFO(op_name(c.op) << " " << dtype << " " << name);
+        const Tensor in = view(filled({57600}, dtype, c.lo, c.hi, 13));
+        std::vector<double> want = logical_values(in);
+        for (double& w : want) w = c.ref(w);
+        CHECK(mismatch(logical_values(c.fn(in)), want, dtype) == "");
+      }
+    }
+  }
+  // An attention head's gradient added in place into its slice of a fused qkv gradient.
+  Tensor fused = filled({8, 64, 768}, kFloat32, -1, 1, 14);
+  const std::vector<double> before = logical_values(fused);
+  const Tensor head_grad = filled({8, 8, 32, 64}, kFloat32, -1, 1, 15)
+                               .transpose(-2, -1)
+                               .transpose(1, 2)
+                               .reshape({8, 64, 256});
+  REQUIRE(head_grad.stride(-1) != 1);  // the layout this case is about
+  fused.narrow(-1, 256, 256) += head_grad;
+  const std::vector<double> g = logical_values(head_grad);
+  std::vector<double> want = before;
+  for (size_t row = 0; row < 8 * 64; ++row) {
+    for (size_t j = 0; j < 256; ++j) {
+      want[row * 768 + 256 + j] = static_cast<double>(
+          static_cast<float>(before[row * 768 + 256 + j]) + static_cast<float>(g[row * 256 + j]));
+    }
+  }
+  CHECK(mismatch(logical_values(fused), want, kFloat32) == "");
+}
