@@ -123,8 +123,11 @@ void grad_typed(const Tensor& out, const Tensor& grad, const Tensor& x, const Te
   }
 }
 
-void pointwise_grad_kernel(PointwiseGradOp op, const Tensor& out, const Tensor& grad,
-                           const Tensor& x, const Tensor& y, double p0, double p1) {
+void pointwise_grad_kernel(PointwiseGradOp op, const Tensor& out, const Tensor& grad_,
+                           const Tensor& x_, const Tensor& y_, double p0, double p1) {
+  // Transposed operands copied first (Note [Inputs read across the grain] in elementwise.cpp).
+  const Tensor grad = staged_input(out, grad_), x = staged_input(out, x_),
+               y = staged_input(out, y_);
   visit_dtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     switch (op) {

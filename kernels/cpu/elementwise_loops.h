@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/loops.h"
+#include "runtime/dispatch.h"
 #include "runtime/half.h"
 #include "runtime/half_convert.h"
 #include "runtime/parallel.h"
@@ -21,6 +22,27 @@ inline constexpr int64_t kOpMathBlock = 256;
 
 inline bool all_strides_zero(const Tensor& t) {
   return std::all_of(t.strides().begin(), t.strides().end(), [](int64_t s) { return s == 0; });
+}
+
+// Inputs smaller than this are read in place by staged_input: the strided run costs less than a
+// copy's call.
+inline constexpr int64_t kStageMinElements = 4096;
+
+// in, or a row-major copy of it when out's last dim has unit stride and in's (of out's shape,
+// broadcast dims with stride 0) is neither unit nor 0 (Note [Inputs read across the grain] in
+// elementwise.cpp). An input broadcast along another dim is read in place: the copy would expand
+// it. An undefined input (an absent operand) comes back as it is.
+inline Tensor staged_input(const Tensor& out, const Tensor& in) {
+  if (!in.defined()) return in;
+  const int64_t nd = in.dim();
+  if (nd < 2 || in.numel() < kStageMinElements || in.size(nd - 1) == 1) return in;
+  if (out.stride(nd - 1) != 1 || in.stride(nd - 1) == 1 || in.stride(nd - 1) == 0) return in;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (in.size(d) != 1 && in.stride(d) == 0) return in;
+  }
+  Tensor copy = Tensor::make_empty(in.sizes(), in.dtype(), in.device());
+  kernels(DeviceType::CPU, "copy").copy(copy, in);
+  return copy;
 }
 
 // See Note [Elementwise inner loops].

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
@@ -722,6 +723,22 @@ TEST_CASE("ops on large inputs read across the grain match a float64 reference",
         CHECK(mismatch(logical_values(c.fn(in)), want, dtype) == "");
       }
     }
+  }
+  // where and clamp on the same layouts.
+  for (const auto& [name, view] : views) {
+    INFO("where / clamp, " << name);
+    const Tensor x = view(filled({57600}, kFloat32, -2, 2, 16));
+    const Tensor y = view(filled({57600}, kFloat32, -2, 2, 17));
+    const Tensor cond = view(filled({57600}, kFloat32, -1, 1, 18)) > 0;
+    const std::vector<double> xv = logical_values(x), yv = logical_values(y),
+                              cv = logical_values(cond);
+    std::vector<double> want_where(xv.size()), want_clamp(xv.size());
+    for (size_t i = 0; i < xv.size(); ++i) {
+      want_where[i] = cv[i] != 0 ? xv[i] : yv[i];
+      want_clamp[i] = std::clamp(xv[i], -0.5, 1.25);
+    }
+    CHECK(mismatch(logical_values(where(cond, x, y)), want_where, kFloat32) == "");
+    CHECK(mismatch(logical_values(clamp(x, -0.5, 1.25)), want_clamp, kFloat32) == "");
   }
   // An attention head's gradient added in place into its slice of a fused qkv gradient.
   Tensor fused = filled({8, 64, 768}, kFloat32, -1, 1, 14);

@@ -203,6 +203,15 @@ TEST_CASE("fused pointwise backward kernels match a float64 reference on every d
         check_against_reference(c, grad_of({4, 3}, 4).t(), o.x.t(), two ? o.y.t() : Tensor());
       }
       {
+        // Large enough that the kernel copies the transposed operands first (Note [Inputs read
+        // across the grain] in kernels/cpu/elementwise.cpp); grad contiguous, then transposed too.
+        INFO("transposed, 7680 elements");
+        const Operands o = inputs({96, 80}, 16);
+        const Tensor xt = o.x.t(), yt = two ? o.y.t() : Tensor();
+        check_against_reference(c, grad_of({80, 96}, 17), xt, yt);
+        check_against_reference(c, grad_of({96, 80}, 18).t(), xt, yt);
+      }
+      {
         INFO("sliced");
         const Operands o = inputs({3, 8}, 5);
         const auto sl = [](const Tensor& t) { return t.defined() ? t.slice(1, 0, 8, 2) : t; };
