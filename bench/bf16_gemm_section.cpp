@@ -4,7 +4,6 @@
 #include "bench/bf16_gemm_section.h"
 
 #include <fmt/format.h>
-#include <omp.h>
 #include <tessera/tessera.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/amx_matmul.h"
+#include "kernels/cpu/omp_threads.h"
 #include "kernels/cpu/onednn_matmul.h"
 
 namespace tessera::bench {
@@ -39,10 +39,9 @@ void run_bf16_gemm_section() {
       {256, 256, 256},   {512, 512, 512},    {1024, 1024, 1024}, {2048, 2048, 2048},
       {256, 1024, 1024}, {512, 1024, 1024},  {1024, 256, 1024},  {1024, 1024, 256},
       {1024, 512, 512},  {4096, 1024, 1024}, {64, 1024, 1024}};
-  const int saved_threads = omp_get_max_threads();
   for (const int threads : {1, 2}) {
     // The kernels called directly run on the calling thread's OpenMP thread count.
-    omp_set_num_threads(threads);
+    const cpu::OmpThreadsGuard guard(threads);
     fmt::print("\nbfloat16 GEMM GFLOP/s, {} thread(s); medians over alternating rounds\n", threads);
     fmt::print("  {:>16} {:>9} {:>9} {:>10}  {:<10}\n", "M x K x N", "onednn", "amx", "amx/onednn",
                "matmul uses");
@@ -74,7 +73,6 @@ void run_bf16_gemm_section() {
                  cpu::amx_bf16_preferred(m, n, k, 1, threads) ? "amx" : "onednn");
     }
   }
-  omp_set_num_threads(saved_threads);
 }
 
 }  // namespace tessera::bench

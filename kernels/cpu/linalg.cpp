@@ -25,6 +25,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_choice.h"
 #include "kernels/cpu/narrow_matmul.h"
+#include "kernels/cpu/omp_threads.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/openblas_matmul.h"
 #include "kernels/cpu/tile_matmul.h"
@@ -94,23 +95,6 @@ namespace {
 // Multiply-adds worth a thread: starting a parallel region costs microseconds, about what a
 // thread needs for this much work, so smaller products run on fewer threads.
 constexpr int64_t kWorkPerThread = int64_t{1} << 18;
-
-// oneDNN (an OpenMP build) and Eigen size their parallel regions by the calling thread's
-// omp_get_max_threads(); this sets it for one call and restores the caller's value.
-class OmpThreadsGuard {
- public:
-  explicit OmpThreadsGuard(int threads) : saved_(omp_get_max_threads()) {
-    if (threads != saved_) omp_set_num_threads(threads);
-  }
-  ~OmpThreadsGuard() {
-    if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
-  }
-  OmpThreadsGuard(const OmpThreadsGuard&) = delete;
-  OmpThreadsGuard& operator=(const OmpThreadsGuard&) = delete;
-
- private:
-  int saved_;
-};
 
 // A contiguous copy of t in `dtype`, except that batch dims t broadcasts (stride 0) stay
 // broadcast instead of being replicated.

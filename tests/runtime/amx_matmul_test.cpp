@@ -4,14 +4,13 @@
 
 #include "kernels/cpu/amx_matmul.h"
 
-#include <omp.h>
-
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/omp_threads.h"
 #include "tessera/tessera.h"
 #include "tests/runtime/matmul_reference.h"
 
@@ -48,19 +47,6 @@ int64_t mismatches(const Tensor& out, const Expected& want) {
   return bad;
 }
 
-// The kernels run on the calling thread's OpenMP thread count (tessera::matmul sets it from
-// set_num_threads; these tests call the kernels directly).
-class OmpThreads {
- public:
-  explicit OmpThreads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
-  ~OmpThreads() { omp_set_num_threads(saved_); }
-  OmpThreads(const OmpThreads&) = delete;
-  OmpThreads& operator=(const OmpThreads&) = delete;
-
- private:
-  int saved_;
-};
-
 const char* const kNoAmx =
     "skipped: the AMX kernels need x86-64 Linux with AMX-TILE, AMX-BF16 and AVX512-BF16 and the "
     "kernel's grant of the tile state, which this machine lacks (bfloat16 products run on oneDNN)";
@@ -85,7 +71,7 @@ TEST_CASE("the AMX bfloat16 kernels on every tile edge, block and layout",
   dims.push_back({20, 300, 4096});
   uint64_t seed = 900;
   for (int threads : {1, 2}) {
-    const OmpThreads guard(threads);
+    const cpu::OmpThreadsGuard guard(threads);  // the kernels are called directly
     for (const Dims& d : dims) {
       const Tensor a = make_bf16({d.m, d.k}, ++seed), a_col = make_bf16({d.k, d.m}, ++seed).t();
       const Tensor b = make_bf16({d.k, d.n}, ++seed), b_col = make_bf16({d.n, d.k}, ++seed).t();
@@ -107,7 +93,7 @@ TEST_CASE("the AMX bfloat16 kernels on batches, threads splitting one product's 
     return;
   }
   for (int threads : {1, 2}) {
-    const OmpThreads guard(threads);
+    const cpu::OmpThreadsGuard guard(threads);  // the kernels are called directly
     // One batch of three (whole products per thread) and one product of 97 rows (cut in two).
     for (const auto& [a, b] : {std::pair{make_bf16({3, 50, 70}, 1), make_bf16({3, 70, 40}, 2)},
                                {make_bf16({97, 65}, 3), make_bf16({65, 33}, 4)}}) {
