@@ -33,7 +33,6 @@
 #include "kernels/cpu/amx_matmul.h"
 
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -102,12 +101,9 @@ __mmask32 first_lanes32(int64_t count) {
 
 // Columns of b per block: the block (K deep, padded) fills half of this core's L2.
 int64_t column_block(int64_t steps) {
-  static const int64_t l2 = [] {
-    const long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return bytes > 0 ? int64_t{bytes} : int64_t{1} << 20;
-  }();
   const int64_t bytes_per_column = steps * kStep * 2;
-  return std::max<int64_t>(kBlockCols, l2 / 2 / bytes_per_column / kBlockCols * kBlockCols);
+  return std::max<int64_t>(kBlockCols,
+                           core_l2_bytes() / 2 / bytes_per_column / kBlockCols * kBlockCols);
 }
 
 // The tile configuration every kernel here uses: eight tiles of 16 rows x 64 bytes (tiles 0-3
@@ -372,11 +368,8 @@ bool amx_bf16_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   const MatrixProducts<uint16_t> p(out, a, b);
   const int64_t steps = (p.k + kStep - 1) / kStep;
   const int threads = omp_get_max_threads();
-  // A thread's rows: the whole product, or its share of one (for_each_gemm_piece's blocks).
-  const int64_t share = std::max<int64_t>(kBlockRows, (p.m + threads - 1) / threads);
-  const int64_t piece_rows =
-      p.batch >= threads ? p.m : (share + kBlockRows - 1) / kBlockRows * kBlockRows;
-  const Scratch sizes = scratch_for(piece_rows, p.n, steps);
+  // A thread's rows: the whole product, or its share of one.
+  const Scratch sizes = scratch_for(gemm_piece_length(p.batch, p.m, kBlockRows), p.n, steps);
   // From the caching allocator, one region per OpenMP thread (fresh pages are slow).
   const Tensor scratch = Tensor::make_empty({threads, sizes.total()}, kBFloat16, Device::cpu());
   auto* pscratch = static_cast<uint16_t*>(scratch.raw_data());

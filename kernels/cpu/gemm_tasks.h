@@ -4,6 +4,7 @@
 // the calling thread's OpenMP threads.
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -50,6 +51,24 @@ class MatrixProducts {
 
 using Float32Products = MatrixProducts<float>;
 
+// Bytes of L2 cache of one core (sysconf), 1 MiB where the system does not say: the GEMM kernels
+// size the block of b every row block sweeps to half of it.
+inline int64_t core_l2_bytes() {
+  static const int64_t bytes = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return l2 > 0 ? int64_t{l2} : int64_t{1} << 20;
+  }();
+  return bytes;
+}
+
+// The length of for_each_gemm_piece's pieces along `extent` (the longest one a thread gets).
+inline int64_t gemm_piece_length(int64_t batch, int64_t extent, int64_t align) {
+  const int threads = omp_get_max_threads();
+  if (batch >= threads) return extent;
+  const int64_t block = std::max(align, (extent + threads - 1) / threads);
+  return (block + align - 1) / align * align;
+}
+
 // Calls piece(i, begin, len) over the `batch` products, in parallel on the calling thread's
 // OpenMP threads. With at least as many products as threads each piece is a whole product
 // (begin 0, len extent); otherwise each product's `extent` (the output dim the backend splits)
@@ -58,11 +77,7 @@ using Float32Products = MatrixProducts<float>;
 template <typename Piece>
 void for_each_gemm_piece(int64_t batch, int64_t extent, int64_t align, const Piece& piece) {
   const int threads = omp_get_max_threads();
-  int64_t block = extent;
-  if (batch < threads) {
-    block = std::max(align, (extent + threads - 1) / threads);
-    block = (block + align - 1) / align * align;
-  }
+  const int64_t block = gemm_piece_length(batch, extent, align);
   const int64_t parts = (extent + block - 1) / block;
   const int64_t tasks = batch * parts;
   const auto run = [&](int64_t task) {

@@ -38,7 +38,6 @@
 #include "kernels/cpu/tile_matmul.h"
 
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -84,9 +83,7 @@ constexpr int64_t kColumnsPerThread = 256;
 // 156-161 GFLOP/s on one thread and 1024 at 167-176, 1024^3 at 159-166 against 172-179.
 int64_t column_block() {
   static const int64_t columns = [] {
-    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    const int64_t bytes = l2 > 0 ? l2 : int64_t{1} << 20;
-    const int64_t fit = bytes / 2 / (kDepthBlock * int64_t{sizeof(float)});
+    const int64_t fit = core_l2_bytes() / 2 / (kDepthBlock * int64_t{sizeof(float)});
     return std::clamp<int64_t>(fit / kTileCols * kTileCols, 256, 2048);
   }();
   return columns;
