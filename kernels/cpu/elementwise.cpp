@@ -172,7 +172,8 @@ void unary_typed(const Tensor& out, const Tensor& in) {
 }
 
 void unary_kernel(UnaryOp op, const Tensor& out, const Tensor& in_) {
-  const Tensor in = staged_input(out, in_);
+  Tensor in_copy;
+  const Tensor& in = staged_input(out, in_, in_copy);
   visit_dtype(in.dtype(), [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
@@ -270,7 +271,9 @@ void binary_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 void binary_kernel(BinaryOp op, const Tensor& out, const Tensor& a_, const Tensor& b_) {
-  const Tensor a = staged_input(out, a_), b = staged_input(out, b_);
+  Tensor a_copy, b_copy;
+  const Tensor& a = staged_input(out, a_, a_copy);
+  const Tensor& b = staged_input(out, b_, b_copy);
   visit_dtype(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
@@ -302,8 +305,10 @@ T select_bits(bool c, T x, T y) {
 
 // Selection copies storage values: no op-math conversion needed.
 void where_kernel(const Tensor& out, const Tensor& cond_, const Tensor& a_, const Tensor& b_) {
-  const Tensor cond = staged_input(out, cond_), a = staged_input(out, a_),
-               b = staged_input(out, b_);
+  Tensor cond_copy, a_copy, b_copy;
+  const Tensor& cond = staged_input(out, cond_, cond_copy);
+  const Tensor& a = staged_input(out, a_, a_copy);
+  const Tensor& b = staged_input(out, b_, b_copy);
   visit_dtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     for_each_element<4>({&out, &cond, &a, &b},
@@ -328,7 +333,8 @@ void where_kernel(const Tensor& out, const Tensor& cond_, const Tensor& a_, cons
 
 void clamp_kernel(const Tensor& out, const Tensor& in_, const Scalar& lo, bool has_lo,
                   const Scalar& hi, bool has_hi) {
-  const Tensor in = staged_input(out, in_);
+  Tensor in_copy;
+  const Tensor& in = staged_input(out, in_, in_copy);
   visit_dtype(in.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using C = opmath_t<T>;

@@ -126,8 +126,10 @@ void grad_typed(const Tensor& out, const Tensor& grad, const Tensor& x, const Te
 void pointwise_grad_kernel(PointwiseGradOp op, const Tensor& out, const Tensor& grad_,
                            const Tensor& x_, const Tensor& y_, double p0, double p1) {
   // Transposed operands copied first (Note [Inputs read across the grain] in elementwise.cpp).
-  const Tensor grad = staged_input(out, grad_), x = staged_input(out, x_),
-               y = staged_input(out, y_);
+  Tensor grad_copy, x_copy, y_copy;
+  const Tensor& grad = staged_input(out, grad_, grad_copy);
+  const Tensor& x = staged_input(out, x_, x_copy);
+  const Tensor& y = staged_input(out, y_, y_copy);
   visit_dtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     switch (op) {

@@ -28,11 +28,12 @@ inline bool all_strides_zero(const Tensor& t) {
 // copy's call.
 inline constexpr int64_t kStageMinElements = 4096;
 
-// in, or a row-major copy of it when out's last dim has unit stride and in's (of out's shape,
-// broadcast dims with stride 0) is neither unit nor 0 (Note [Inputs read across the grain] in
-// elementwise.cpp). An input broadcast along another dim is read in place: the copy would expand
-// it. An undefined input (an absent operand) comes back as it is.
-inline Tensor staged_input(const Tensor& out, const Tensor& in) {
+// in, or a row-major copy of it (made in `copy`) when out's last dim has unit stride and in's (of
+// out's shape, broadcast dims with stride 0) is neither unit nor 0 (Note [Inputs read across the
+// grain] in elementwise.cpp). An input broadcast along another dim is read in place: the copy
+// would expand it. An undefined input (an absent operand) comes back as it is. Returns a
+// reference, so that the common case adds no reference-count traffic to a one-element op.
+inline const Tensor& staged_input(const Tensor& out, const Tensor& in, Tensor& copy) {
   if (!in.defined()) return in;
   const int64_t nd = in.dim();
   if (nd < 2 || in.numel() < kStageMinElements || in.size(nd - 1) == 1) return in;
@@ -40,7 +41,7 @@ inline Tensor staged_input(const Tensor& out, const Tensor& in) {
   for (int64_t d = 0; d < nd; ++d) {
     if (in.size(d) != 1 && in.stride(d) == 0) return in;
   }
-  Tensor copy = Tensor::make_empty(in.sizes(), in.dtype(), in.device());
+  copy = Tensor::make_empty(in.sizes(), in.dtype(), in.device());
   kernels(DeviceType::CPU, "copy").copy(copy, in);
   return copy;
 }
