@@ -633,6 +633,51 @@ TEST_CASE("softmax and log_softmax gradients of every CPU ISA variant match a fl
   });
 }
 
+// cross_entropy over n classes (its forward's log_softmax rows and its one-pass backward kernel),
+// with and without label smoothing: loss = mean over rows of -sum_j q_j log p_j and gradient
+// (p - q) / rows, q = (1 - s) at the target plus s / n everywhere. Row 1 masks every other class
+// with -inf (its target is one the mask keeps).
+TEST_CASE("cross_entropy of every CPU ISA variant matches a float64 reference", "[runtime][isa]") {
+  for_each_isa([] {
+    for (DType dtype : {kFloat32, kFloat64}) {
+      for (int64_t n : kLengths) {
+        for (double smoothing : {0.0, 0.1}) {
+          INFO(dtype << " n=" << n << " label_smoothing=" << smoothing);
+          std::vector<double> xv = masked_logits(n);
+          // With every other class masked, smoothing puts weight on -inf log-probabilities.
+          if (smoothing > 0) xv = uniform(kRows * n, -20, 20, static_cast<uint64_t>(n + 2));
+          std::vector<int64_t> targets;
+          for (int64_t i = 0; i < kRows; ++i) targets.push_back((i * 5 + 2) % n / 2 * 2);
+          const Tensor x = matrix_tensor(xv, kRows, n, dtype, false).requires_grad_();
+          const Tensor target = from_vector<int64_t>(targets, {kRows});
+          const std::vector<double> rounded_x = values(x.detach());
+          double want_loss = 0;
+          std::vector<double> want_grad;
+          for (int64_t i = 0; i < kRows; ++i) {
+            const std::vector<double> r = row(rounded_x, n, i);
+            const RowSoftmax rs(r);
+            const double lse = rs.max + std::log(rs.sum);
+            for (int64_t j = 0; j < n; ++j) {
+              const double q = (j == targets[static_cast<size_t>(i)] ? 1 - smoothing : 0) +
+                               smoothing / static_cast<double>(n);
+              if (q > 0) want_loss -= q * (r[static_cast<size_t>(j)] - lse);
+              want_grad.push_back((rs.probability(r[static_cast<size_t>(j)]) - q) /
+                                  static_cast<double>(kRows));
+            }
+          }
+          want_loss /= static_cast<double>(kRows);
+          const Tensor loss =
+              cross_entropy(x, target, CrossEntropyOptions{.label_smoothing = smoothing});
+          const Tensor grad = autograd::grad({loss}, {x})[0];
+          const Tol t = tol(dtype);
+          CHECK(mismatch(values(loss), {want_loss}, Tol{t.rtol, 10 * t.atol}) == "");
+          CHECK(mismatch(values(grad), want_grad, t) == "");
+        }
+      }
+    }
+  });
+}
+
 // Over the last dim of [3, n], with weight and bias. The outputs are O(1) after normalization;
 // float32 statistics carry ~1e-7 relative error, which atol 1e-5 covers where the output
 // cancels near 0.
