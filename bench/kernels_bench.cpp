@@ -1,6 +1,6 @@
 // CPU kernels benchmark: memcpy bandwidth of this machine, elementwise, reduction and transposed
-// copy bandwidth against it, GELU forward and backward on the MLP's hidden layer, GEMM against
-// oneDNN called directly, and eager overhead of a tiny op.
+// copy bandwidth against it, row kernels on transposed inputs, GELU forward and backward on the
+// MLP's hidden layer, GEMM against oneDNN called directly, and eager overhead of a tiny op.
 //
 // Bandwidth counts the bytes each op must move (reads + writes): memcpy of N bytes moves 2N,
 // c = a + b moves 3N, exp moves 2N, sum moves N. "fresh" runs `c = a + b` as users write it
@@ -10,6 +10,8 @@
 #include <tessera/tessera.h>
 
 #include <cstring>
+#include <functional>
+#include <vector>
 
 #include "bench/bench_util.h"
 #include "bench/gemm_section.h"
@@ -26,10 +28,11 @@ constexpr int64_t kElems = kBytes / 4;
 
 double gbps(double bytes, double seconds) { return bytes / seconds / 1e9; }
 
-void print_row(const char* name, const char* mode, double bytes_moved, double s, double memcpy_gbps) {
+void print_row(const char* name, const char* mode, double bytes_moved, double s,
+               double memcpy_gbps) {
   double g = gbps(bytes_moved, s);
-  fmt::print("  {:<6} {:<9} {:>9.3f} ms {:>9.2f} GB/s {:>7.1f}% of memcpy\n", name, mode, s * 1e3, g,
-             100.0 * g / memcpy_gbps);
+  fmt::print("  {:<6} {:<9} {:>9.3f} ms {:>9.2f} GB/s {:>7.1f}% of memcpy\n", name, mode, s * 1e3,
+             g, 100.0 * g / memcpy_gbps);
 }
 
 // Copies of transposed views into contiguous tensors (each moves 2N bytes, as memcpy): the 2-D
@@ -53,6 +56,43 @@ void transposed_copy_section(const ts::KernelTable& k, double memcpy_gbps) {
             memcpy_gbps);
   print_row("heads", "fresh", h_bytes,
             time_median([&] { ts::Tensor r = split().contiguous(); }, 31), memcpy_gbps);
+}
+
+// Row kernels (softmax, the norms) on row-major rows beside the same rows read across the grain
+// (a transposed [1024, 1024] float32 input, or softmax along dim 0), which are made row-major by
+// the tiled copy first (Note [Rows read across the grain] in kernels/cpu/nn_rows.h): the
+// strided figure is bounded below by the row-major one plus one copy (printed last).
+void rows_across_grain_section() {
+  fmt::print("\nrow kernels on [1024, 1024] float32, row-major input vs transposed (ms):\n");
+  const ts::Tensor a = ts::randn({1024, 1024});
+  const ts::Tensor at = ts::randn({1024, 1024}).t();
+  const ts::Tensor w = ts::randn({1024});
+  const ts::Tensor g = ts::randn({1024, 1024});
+  struct RowOp {
+    const char* name;
+    std::function<ts::Tensor(const ts::Tensor&)> fn;
+  };
+  const auto softmax_backward = [&](const ts::Tensor& x, int64_t dim) {
+    ts::Tensor leaf = x.detach().requires_grad_();
+    return ts::autograd::grad({ts::softmax(leaf, dim)}, {leaf}, {g})[0];
+  };
+  const std::vector<RowOp> ops = {
+      {"softmax(x, 1)", [](const ts::Tensor& x) { return ts::softmax(x, 1); }},
+      {"softmax(x, 0)", [](const ts::Tensor& x) { return ts::softmax(x, 0); }},
+      {"log_softmax(x, 1)", [](const ts::Tensor& x) { return ts::log_softmax(x, 1); }},
+      {"softmax(x, 1) f+b", [&](const ts::Tensor& x) { return softmax_backward(x, 1); }},
+      {"layer_norm(x)", [&](const ts::Tensor& x) { return ts::layer_norm(x, {1024}, w); }},
+      {"rms_norm(x)", [&](const ts::Tensor& x) { return ts::rms_norm(x, {1024}, w); }},
+  };
+  fmt::print("  {:<20} {:>10} {:>12} {:>7}\n", "op", "row-major", "transposed", "ratio");
+  for (const RowOp& op : ops) {
+    const double rows = time_median([&] { ts::Tensor r = op.fn(a); }, 15);
+    const double strided = time_median([&] { ts::Tensor r = op.fn(at); }, 15);
+    fmt::print("  {:<20} {:>10.3f} {:>12.3f} {:>7.2f}\n", op.name, rows * 1e3, strided * 1e3,
+               strided / rows);
+  }
+  fmt::print("  {:<20} {:>10} {:>12.3f}\n", "x.contiguous()", "",
+             1e3 * time_median([&] { ts::Tensor r = at.contiguous(); }, 15));
 }
 
 // GELU of issue 19's MLP step: hidden layer [256, 1024] float32 (1 MiB, cache-resident, so the
@@ -108,7 +148,8 @@ int main() {
       },
       15);
   double memcpy_gbps = gbps(2.0 * kBytes, t_memcpy);
-  fmt::print("memcpy 64 MiB: {:.2f} ms, {:.2f} GB/s (read + write)\n\n", t_memcpy * 1e3, memcpy_gbps);
+  fmt::print("memcpy 64 MiB: {:.2f} ms, {:.2f} GB/s (read + write)\n\n", t_memcpy * 1e3,
+             memcpy_gbps);
 
   fmt::print("elementwise and reductions on 64 MiB float32:\n");
   ts::Tensor a = ts::rand({kElems});
@@ -120,8 +161,8 @@ int main() {
     ts::BinaryOp op;
   };
   for (Binary op : {Binary{"add", ts::BinaryOp::kAdd}, Binary{"mul", ts::BinaryOp::kMul}}) {
-    print_row(op.name, "prealloc", 3.0 * kBytes,
-              time_median([&] { k.binary(op.op, c, a, b); }, 15), memcpy_gbps);
+    print_row(op.name, "prealloc", 3.0 * kBytes, time_median([&] { k.binary(op.op, c, a, b); }, 15),
+              memcpy_gbps);
     print_row(op.name, "fresh", 3.0 * kBytes,
               time_median([&] { ts::Tensor r = ts::binary_op(op.op, a, b); }, 15), memcpy_gbps);
   }
@@ -133,6 +174,7 @@ int main() {
             memcpy_gbps);
 
   transposed_copy_section(k, memcpy_gbps);
+  rows_across_grain_section();
   gelu_section(memcpy_gbps);
 
   fmt::print("\nGEMM (square, GFLOP/s; ratio to oneDNN's matmul primitive called directly):\n");

@@ -332,11 +332,26 @@ void softmax_backward_rows(const Tensor& out, const Tensor& grad, const Tensor& 
   });
 }
 
+// The backward's rows made row-major where they are strided, as softmax_staged. out may be grad:
+// then both are strided or neither is, and a strided grad is copied before out is written.
 void softmax_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& y, int64_t dim,
                              bool log) {
   if (out.numel() == 0) return;
-  visit_floating(out.dtype(), "softmax_backward",
-                 [&](auto tag) { softmax_backward_rows<decltype(tag)>(out, grad, y, dim, log); });
+  visit_floating(out.dtype(), "softmax_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t last = y.dim() - 1;
+    const Tensor out_rows = out.transpose(dim, last);
+    const Tensor grad_rows = grad.transpose(dim, last);
+    const Tensor y_rows = y.transpose(dim, last);
+    const Tensor g = rows_worth_staging(grad_rows, 1) ? row_major_copy(grad_rows) : grad_rows;
+    const Tensor yv = rows_worth_staging(y_rows, 1) ? row_major_copy(y_rows) : y_rows;
+    if (!rows_worth_staging(out_rows, 1)) {
+      return softmax_backward_rows<T>(out_rows, g, yv, last, log);
+    }
+    const Tensor dx = Tensor::make_empty(out_rows.sizes(), out.dtype(), out.device());
+    softmax_backward_rows<T>(dx, g, yv, last, log);
+    kernels(DeviceType::CPU, "copy").copy(out_rows, dx);
+  });
 }
 
 // cross_entropy's gradient, row i of [N, C]: (softmax(x_i) - q_i) * coef_i (KernelTable).
@@ -400,15 +415,43 @@ bool prefer_lanes(const Tensor& in, int64_t dim) {
   return false;
 }
 
+// Whether the lanes kernel reads and writes in place: in's dim is strided and a dim that is
+// contiguous in in is contiguous in out too (softmax over dim 0 of a row-major matrix). Where
+// out's lanes are strided instead (a transposed input's softmax into a row-major out), it
+// scattered every store: softmax(b.t(), 1) of 1024^2 took 6.9 ms.
+bool lanes_in_place(const Tensor& out, const Tensor& in, int64_t dim) {
+  if (!prefer_lanes(in, dim)) return false;
+  for (int64_t d = 0; d < in.dim(); ++d) {
+    if (d != dim && in.size(d) > 1 && in.stride(d) == 1 && out.stride(d) == 1) return true;
+  }
+  return false;
+}
+
+// softmax along `dim` of rows made row-major where they are strided (Note [Rows read across the
+// grain] in kernels/cpu/nn_rows.h): in copied with dim innermost, out computed in a row-major
+// buffer and copied into place.
+template <typename T>
+void softmax_staged(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
+  const int64_t last = in.dim() - 1;
+  const Tensor in_rows = in.transpose(dim, last);
+  const Tensor out_rows = out.transpose(dim, last);
+  const Tensor x = rows_worth_staging(in_rows, 1) ? row_major_copy(in_rows) : in_rows;
+  if (!rows_worth_staging(out_rows, 1)) return softmax_rows<T>(out_rows, x, last, log);
+  const Tensor y = Tensor::make_empty(out_rows.sizes(), out.dtype(), out.device());
+  softmax_rows<T>(y, x, last, log);
+  kernels(DeviceType::CPU, "copy").copy(out_rows, y);
+}
+
 void softmax_kernel(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
   if (out.numel() == 0) return;
   visit_floating(in.dtype(), "softmax", [&](auto tag) {
     using T = decltype(tag);
-    if (prefer_lanes(in, dim)) {
-      softmax_lanes<T>(out, in, dim, log);
-    } else {
-      softmax_rows<T>(out, in, dim, log);
+    if (in.numel() < kStageRowsMinElements) {
+      if (prefer_lanes(in, dim)) return softmax_lanes<T>(out, in, dim, log);
+      return softmax_rows<T>(out, in, dim, log);
     }
+    if (lanes_in_place(out, in, dim)) return softmax_lanes<T>(out, in, dim, log);
+    softmax_staged<T>(out, in, dim, log);
   });
 }
 

@@ -115,6 +115,29 @@ std::vector<double> ref_norm(const std::vector<double>& x, int64_t n, const std:
   return y;
 }
 
+// The gradient of softmax (log_softmax) along dim for an incoming gradient g, from the float64
+// softmax of x: y (g - sum(g y)), and g - softmax sum(g).
+std::vector<double> ref_softmax_grad(const std::vector<double>& x, const std::vector<double>& g,
+                                     const Shape& s, int64_t dim, bool log) {
+  const std::vector<double> y = ref_softmax(x, s, dim, false);
+  Split p = split_at(s, dim);
+  std::vector<double> dx(x.size());
+  for (int64_t o = 0; o < p.outer; ++o) {
+    for (int64_t i = 0; i < p.inner; ++i) {
+      auto at = [&](int64_t j) { return static_cast<size_t>((o * p.size + j) * p.inner + i); };
+      double gy = 0, gsum = 0;
+      for (int64_t j = 0; j < p.size; ++j) {
+        gy += g[at(j)] * y[at(j)];
+        gsum += g[at(j)];
+      }
+      for (int64_t j = 0; j < p.size; ++j) {
+        dx[at(j)] = log ? g[at(j)] - y[at(j)] * gsum : y[at(j)] * (g[at(j)] - gy);
+      }
+    }
+  }
+  return dx;
+}
+
 }  // namespace
 
 TEST_CASE("softmax and log_softmax match a float64 reference", "[nn][softmax]") {
@@ -139,6 +162,61 @@ TEST_CASE("softmax and log_softmax match a float64 reference", "[nn][softmax]") 
   check_softmax(make({300, 257}, kFloat32, 15, 4.0), 1);
   check_softmax(make({3, 5000}, kFloat64, 16, 10.0), -1);
   check_softmax(make({130, 70}, kBFloat16, 17).t(), 1);
+}
+
+// Large inputs whose rows are strided are made row-major first, outputs whose rows are strided
+// computed in a buffer and copied (Note [Rows read across the grain] in kernels/cpu/nn_rows.h):
+// softmax, log_softmax and their gradients (with a strided incoming gradient too), layer_norm and
+// rms_norm on such layouts, each over the staging bound (4096 elements), against float64.
+TEST_CASE("softmax and the norms on large rows read across the grain match a float64 reference",
+          "[nn][softmax][layer_norm][rms_norm]") {
+  struct Layout {
+    const char* name;
+    Tensor x;
+    int64_t dim;
+  };
+  for (DType dt : {kFloat32, kBFloat16}) {
+    const std::vector<Layout> layouts = {
+        {"transposed, along its contiguous dim", make({96, 80}, dt, 70, 3.0).t(), 0},
+        {"transposed, along its strided dim", make({96, 80}, dt, 71, 3.0).t(), 1},
+        {"permuted, dim 0", make({20, 24, 16}, dt, 72, 3.0).permute({2, 0, 1}), 0},
+        {"permuted, dim 1", make({20, 24, 16}, dt, 73, 3.0).permute({2, 0, 1}), 1},
+        {"permuted, last dim", make({20, 24, 16}, dt, 74, 3.0).permute({2, 0, 1}), -1},
+        {"heads transposed", make({16, 64, 8}, dt, 75, 3.0).transpose(1, 2), -1},
+        {"every other column", make({64, 200}, dt, 76, 3.0).slice(1, 0, 200, 2), 1},
+    };
+    for (const Layout& l : layouts) {
+      INFO(dt << ", " << l.name << ", shape " << l.x.sizes() << ", dim " << l.dim);
+      check_softmax(l.x, l.dim);
+      const int64_t d = l.dim < 0 ? l.dim + l.x.dim() : l.dim;
+      const Tensor x = l.x.detach().requires_grad_();
+      const Tensor g_rows = make(x.sizes(), dt, 77);
+      // The same logical gradient shape stored with its dims reversed.
+      Shape reversed;
+      for (int64_t i = x.dim() - 1; i >= 0; --i) reversed.push_back(x.size(i));
+      const Tensor g_strided =
+          make(reversed, dt, 78).permute(x.dim() == 2 ? Shape{1, 0} : Shape{2, 1, 0});
+      const double t = dt == kBFloat16 ? 5e-2 : tol(dt) * 10;
+      for (const Tensor& g : {g_rows, g_strided}) {
+        for (bool log : {false, true}) {
+          INFO((log ? "log_softmax" : "softmax")
+               << " backward, incoming gradient strides " << g.strides());
+          const Tensor y = log ? log_softmax(x, l.dim) : softmax(x, l.dim);
+          check_close(autograd::grad({y}, {x}, {g})[0],
+                      ref_softmax_grad(vals(x.detach()), vals(g), x.sizes(), d, log), t);
+        }
+      }
+      // The norms over the trailing dim (and the trailing two of the 3-D layouts).
+      for (int64_t k = 1; k <= std::min<int64_t>(2, x.dim() - 1); ++k) {
+        const Shape norm(x.sizes().end() - k, x.sizes().end());
+        const int64_t n = norm.numel();
+        INFO("normalized_shape " << norm);
+        check_close(layer_norm(l.x, norm), ref_norm(vals(l.x), n, {}, {}, 1e-5, false), t);
+        check_close(rms_norm(l.x, norm, Tensor(), 1e-6), ref_norm(vals(l.x), n, {}, {}, 1e-6, true),
+                    t);
+      }
+    }
+  }
 }
 
 TEST_CASE("softmax stays finite for large-magnitude logits", "[nn][softmax]") {
