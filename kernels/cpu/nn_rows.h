@@ -98,8 +98,9 @@ inline bool rows_worth_staging(const Tensor& t, int64_t k) {
          !row_layout(t, k).contiguous(static_cast<int64_t>(t.element_size()));
 }
 
-// t as a row-major copy (the tiled copy kernel); rows_worth_staging decides when.
-inline Tensor row_major_copy(const Tensor& t) {
+// t itself, or a row-major copy of it (the tiled copy kernel) where rows_worth_staging says so.
+inline Tensor rows_in_order(const Tensor& t, int64_t k) {
+  if (!rows_worth_staging(t, k)) return t;
   Tensor copy = Tensor::make_empty(t.sizes(), t.dtype(), t.device());
   kernels(DeviceType::CPU, "copy").copy(copy, t);
   return copy;

@@ -238,7 +238,7 @@ void layer_norm_kernel(const Tensor& out, const Tensor& mean, const Tensor& rstd
                        const Tensor& weight, const Tensor& bias, int64_t norm_ndim, double eps) {
   if (in.numel() == 0) return;
   // Note [Rows read across the grain] in kernels/cpu/nn_rows.h.
-  const Tensor x = rows_worth_staging(in, norm_ndim) ? row_major_copy(in) : in;
+  const Tensor x = rows_in_order(in, norm_ndim);
   visit_floating(in.dtype(), "layer_norm", [&](auto tag) {
     layer_norm_impl<decltype(tag)>(out, mean, rstd, x, weight, bias, norm_ndim, eps);
   });
@@ -247,7 +247,7 @@ void layer_norm_kernel(const Tensor& out, const Tensor& mean, const Tensor& rstd
 void rms_norm_kernel(const Tensor& out, const Tensor& rstd, const Tensor& in, const Tensor& weight,
                      int64_t norm_ndim, double eps) {
   if (in.numel() == 0) return;
-  const Tensor x = rows_worth_staging(in, norm_ndim) ? row_major_copy(in) : in;
+  const Tensor x = rows_in_order(in, norm_ndim);
   visit_floating(in.dtype(), "rms_norm", [&](auto tag) {
     rms_norm_impl<decltype(tag)>(out, rstd, x, weight, norm_ndim, eps);
   });

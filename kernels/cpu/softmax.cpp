@@ -343,8 +343,8 @@ void softmax_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor
     const Tensor out_rows = out.transpose(dim, last);
     const Tensor grad_rows = grad.transpose(dim, last);
     const Tensor y_rows = y.transpose(dim, last);
-    const Tensor g = rows_worth_staging(grad_rows, 1) ? row_major_copy(grad_rows) : grad_rows;
-    const Tensor yv = rows_worth_staging(y_rows, 1) ? row_major_copy(y_rows) : y_rows;
+    const Tensor g = rows_in_order(grad_rows, 1);
+    const Tensor yv = rows_in_order(y_rows, 1);
     if (!rows_worth_staging(out_rows, 1)) {
       return softmax_backward_rows<T>(out_rows, g, yv, last, log);
     }
@@ -435,7 +435,7 @@ void softmax_staged(const Tensor& out, const Tensor& in, int64_t dim, bool log) 
   const int64_t last = in.dim() - 1;
   const Tensor in_rows = in.transpose(dim, last);
   const Tensor out_rows = out.transpose(dim, last);
-  const Tensor x = rows_worth_staging(in_rows, 1) ? row_major_copy(in_rows) : in_rows;
+  const Tensor x = rows_in_order(in_rows, 1);
   if (!rows_worth_staging(out_rows, 1)) return softmax_rows<T>(out_rows, x, last, log);
   const Tensor y = Tensor::make_empty(out_rows.sizes(), out.dtype(), out.device());
   softmax_rows<T>(y, x, last, log);
