@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "bench/memory_rate.h"
 #include "bench/vs_libtorch/cases.h"
 
 namespace tessera::bench::vs_libtorch {
@@ -51,14 +52,19 @@ Case big_add_inplace() {
   auto o = operands({k64MiBFloats}, kFloat32, false);
   // The sides run different numbers of calls (each sample settles in a loop of its own), so a
   // and ta differ after timing: the check adds in place once more, on fresh copies of b.
-  return {"a += b, 64 MiB", 1.0, [o] { o->a += o->b; }, [o] { o->ta += o->tb; },
-          [o] {
-            Tensor x = o->b.clone();
-            x += o->b;
-            torch::Tensor tx = o->tb.clone();
-            tx += o->tb;
-            return relative_difference(x, tx);
-          }};
+  Case c{"a += b, 64 MiB", 1.0, [o] { o->a += o->b; }, [o] { o->ta += o->tb; },
+         [o] {
+           Tensor x = o->b.clone();
+           x += o->b;
+           torch::Tensor tx = o->tb.clone();
+           tx += o->tb;
+           return relative_difference(x, tx);
+         }};
+  c.plain_loop = [o] {
+    update_loop(o->a.data_ptr<float>(), o->b.data_ptr<float>(), k64MiBFloats, get_num_threads());
+  };
+  c.memory_bytes = 3.0 * k64MiBFloats * sizeof(float);  // a and b read, a written
+  return c;
 }
 
 Case big_exp() {
@@ -69,8 +75,11 @@ Case big_exp() {
 
 Case big_sum() {
   auto o = operands({k64MiBFloats}, kFloat32, false);
-  return {"sum, 64 MiB", 1.0, [o] { o->out = o->a.sum(); }, [o] { o->tout = o->ta.sum(); },
-          [o] { return relative_difference(o->out, o->tout); }};
+  Case c{"sum, 64 MiB", 1.0, [o] { o->out = o->a.sum(); }, [o] { o->tout = o->ta.sum(); },
+         [o] { return relative_difference(o->out, o->tout); }};
+  c.plain_loop = [o] { read_loop(o->a.data_ptr<float>(), k64MiBFloats, get_num_threads()); };
+  c.memory_bytes = 1.0 * k64MiBFloats * sizeof(float);
+  return c;
 }
 
 Case transposed_copy() {

@@ -19,12 +19,17 @@ struct Case {
   std::function<double()> max_rel_diff;  // both sides' results compared after timing
   int calls_per_sample = 1;              // very short cases are timed in batches
   double product_flops = 0;              // float32 FLOPs of its matrix products, if it has any
+  // For a memory-bound case: a plain loop moving the same bytes on the Tessera side's buffers
+  // (bench/memory_rate.h), timed beside the two sides, and how many bytes that is.
+  std::function<void()> plain_loop{};
+  double memory_bytes = 0;
 };
 
 struct CaseTiming {
   double tessera_s;   // median seconds per call
   double libtorch_s;  // median seconds per call
   double ratio;       // median of the per-round ratios tessera / libtorch
+  double plain_s;     // median seconds per call of the case's plain loop (0: it has none)
 };
 
 namespace detail {
@@ -60,13 +65,14 @@ inline double median(std::vector<double> v) {
 }  // namespace detail
 
 // Rounds of A B, then B A, ... after two warm-up calls of each (pages touched, caches and
-// allocators warm); each sample settles first (See Note [Each sample in its own steady state]).
+// allocators warm), each round followed by a sample of the case's plain loop if it has one; each
+// sample settles first (See Note [Each sample in its own steady state]).
 inline CaseTiming time_case(const Case& c, int rounds) {
   for (int i = 0; i < 2; ++i) {
     c.tessera();
     c.libtorch();
   }
-  std::vector<double> a, b, ratios;
+  std::vector<double> a, b, plain, ratios;
   for (int i = 0; i < rounds; ++i) {
     double ta = 0.0;
     double tb = 0.0;
@@ -80,8 +86,10 @@ inline CaseTiming time_case(const Case& c, int rounds) {
     a.push_back(ta);
     b.push_back(tb);
     ratios.push_back(ta / tb);
+    if (c.plain_loop) plain.push_back(detail::seconds_per_call(c.plain_loop, c.calls_per_sample));
   }
-  return {detail::median(a), detail::median(b), detail::median(ratios)};
+  return {detail::median(a), detail::median(b), detail::median(ratios),
+          plain.empty() ? 0.0 : detail::median(plain)};
 }
 
 }  // namespace tessera::bench::vs_libtorch

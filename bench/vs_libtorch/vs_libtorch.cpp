@@ -11,7 +11,9 @@
 // Under each table, the cases made of float32 products (the GEMMs, the training steps) against
 // the physical limit: their products' FLOPs at the FMA peak of the threads, measured at the start
 // (bench/fma_peak.h). A step cannot run faster than that floor; a target below what the floor
-// allows says so.
+// allows says so. The memory-bound cases (sum, in-place add) against a plain loop moving the same
+// bytes at these threads (bench/memory_rate.h), timed in the same rounds: where both sides run at
+// that loop's rate, the ratio is a tie at what the memory gives, decided by noise.
 
 #include <dlfcn.h>
 
@@ -114,6 +116,21 @@ void print_floors(const std::vector<std::pair<const vs::Case*, vs::CaseTiming>>&
   }
 }
 
+// Each memory-bound case against its plain loop: the bytes moved, the loop's time and rate, both
+// sides as multiples of the loop's time.
+void print_memory_rates(const std::vector<std::pair<const vs::Case*, vs::CaseTiming>>& rows) {
+  if (rows.empty()) return;
+  std::cout
+      << "\nagainst a plain loop moving the same bytes (on Tessera's buffers, these threads):\n";
+  for (const auto& [c, t] : rows) {
+    std::cout << fmt::format(
+        "  {}: {:.1f} MB moved; the loop {} ({:.1f} GB/s); Tessera {:.2f}x the loop's time, "
+        "libtorch {:.2f}x\n",
+        c->name, c->memory_bytes * 1e-6, seconds(t.plain_s), c->memory_bytes / t.plain_s * 1e-9,
+        t.tessera_s / t.plain_s, t.libtorch_s / t.plain_s);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -144,11 +161,12 @@ int main(int argc, char** argv) {
                              "Tessera", "libtorch", "ratio", "target", "rel diff");
     std::cout << fmt::format("|{:-<60}|{:-<13}|{:-<13}|{:-<8}|{:-<8}|{:-<11}|\n", "", "", "", "",
                              "", "");
-    std::vector<std::pair<const vs::Case*, vs::CaseTiming>> with_products;
+    std::vector<std::pair<const vs::Case*, vs::CaseTiming>> with_products, memory_bound;
     for (const vs::Case& c : cases) {
       if (!options.filter.empty() && c.name.find(options.filter) == std::string::npos) continue;
       const vs::CaseTiming t = vs::time_case(c, options.rounds);
       if (c.product_flops > 0) with_products.emplace_back(&c, t);
+      if (c.plain_loop) memory_bound.emplace_back(&c, t);
       const double diff = c.max_rel_diff();
       // float32 results of differently ordered sums; bfloat16 GEMMs round their outputs to 8 bits.
       const bool agrees = diff <= (c.name.find("bf16") != std::string::npos ? 2e-2 : 1e-4);
@@ -162,6 +180,7 @@ int main(int argc, char** argv) {
       std::cout.flush();
     }
     print_floors(with_products, peak * threads);
+    print_memory_rates(memory_bound);
   }
   std::cout << fmt::format(
       "\n* over target: {} row(s); ! results differ beyond float32 rounding: {} row(s)\n",
