@@ -32,12 +32,7 @@ class MatmulBackward final : public FormulaNode {
     if (da == 1) g = g.unsqueeze(-2);
     Tensor grad_a;
     Tensor grad_b;
-    if (needs_input_grad(0)) {
-      const Tensor bv = b.unpack(*this);
-      grad_a = matmul(g, db == 1 ? bv.unsqueeze(0) : bv.transpose(-1, -2));
-      if (da == 1) grad_a = grad_a.squeeze(-2);
-      grad_a = sum_to(grad_a, a_sizes_);
-    }
+    // b's gradient first (See Note [Weight gradient first]).
     if (needs_input_grad(1)) {
       const Tensor av = a.unpack(*this);
       if (da >= 3 && db <= 2) {
@@ -51,6 +46,12 @@ class MatmulBackward final : public FormulaNode {
       }
       if (db == 1) grad_b = grad_b.squeeze(-1);
       grad_b = sum_to(grad_b, b_sizes_);
+    }
+    if (needs_input_grad(0)) {
+      const Tensor bv = b.unpack(*this);
+      grad_a = matmul(g, db == 1 ? bv.unsqueeze(0) : bv.transpose(-1, -2));
+      if (da == 1) grad_a = grad_a.squeeze(-2);
+      grad_a = sum_to(grad_a, a_sizes_);
     }
     return {grad_a, grad_b};
   }
@@ -83,11 +84,18 @@ class LinearBackward final : public FormulaNode {
     Tensor grad_x;
     Tensor grad_weight;
     Tensor grad_bias;
-    if (needs_input_grad(0)) grad_x = matmul(g2, weight.unpack(*this)).reshape(x_sizes_);
+    // Note [Weight gradient first]
+    // The weight's gradient (x^T @ g) is computed before the input's (g @ W): it reads x, the
+    // activation the forward saved, which is often still in cache when the backward reaches the
+    // layer, and computed second it found x displaced by the input's gradient just written (an
+    // output of x's size). In the MLP step's classifier (h @ W2, h 256 x 1024) the weight gradient
+    // took 68-78 us in the step on one Xeon thread, 38-40 us first; the step in linear form ran
+    // 1-4% faster; the transformer block's step did not change beyond its noise.
     if (needs_input_grad(1)) {
       grad_weight = matmul(g2.t(), x.unpack(*this).reshape({rows, in_features}));
     }
     if (needs_input_grad(2)) grad_bias = sum(g2, {0});
+    if (needs_input_grad(0)) grad_x = matmul(g2, weight.unpack(*this)).reshape(x_sizes_);
     return {grad_x, grad_weight, grad_bias};
   }
   void release_variables() override {
