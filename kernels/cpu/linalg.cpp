@@ -28,6 +28,7 @@
 #include "kernels/cpu/omp_threads.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/openblas_matmul.h"
+#include "kernels/cpu/thread_team.h"
 #include "kernels/cpu/tile_matmul.h"
 #include "runtime/parallel.h"
 
@@ -62,11 +63,13 @@ namespace tessera::cpu {
 //   kernels ran 1024^3 and 2048^3 5-7% faster. Rounds in rotating order, at least three and on
 //   short products as many as fit in 4 ms (up to 50), each backend's median run counting: on a
 //   short product at two threads a backend's own variance (waking its second thread) is part of
-//   what the product costs. The winner serves the class for the rest of the process (one
-//   process-wide table, so every rank thread gets the same answer). The trial keeps the shape
-//   rather than a fixed one per class because a factor of two in one dim flips the winner: on the
-//   EPYC at one thread, 256 x 512 x 10 (M x K x N) runs at 68 GFLOP/s on oneDNN and 47 on OpenBLAS,
-//   256 x 1024 x 10 at 33 and 46. The tile kernels are not timed on products of K <= 16 (See
+//   what the product costs. On more than one thread the trial first waits for the OpenMP team to
+//   be awake (Note [Trials on a waking thread team] in thread_team.cpp): on a waking VM core
+//   every backend timed alike and the pick was random. The winner serves the class for the
+//   rest of the process (one process-wide table, so every rank thread gets the same answer).
+//   The trial keeps the shape rather than a fixed one per class because a factor of two in one
+//   dim flips the winner: on the EPYC at one thread, 256 x 512 x 10 (M x K x N) runs at 68
+//   GFLOP/s on oneDNN and 47 on OpenBLAS, 256 x 1024 x 10 at 33 and 46. The tile kernels are not timed on products of K <= 16 (See
 //   fastest_gemm_backend). Eigen is timed only on trials of at most 64^3 multiply-adds: on larger
 //   ones it ran at a third or less of oneDNN's and OpenBLAS's rate on every shape of the bench (and
 //   would triple the cost). Cost: three runs each of oneDNN, OpenBLAS and the tile kernels on <=
@@ -260,6 +263,7 @@ GemmBackend fastest_gemm_backend(const Tensor& out, const Tensor& a, const Tenso
   }
   if (candidates.empty()) return GemmBackend::kEigen;
   if (candidates.size() == 1) return candidates.front();
+  wait_until_thread_team_awake();  // Note [Trials on a waking thread team]
   std::vector<std::vector<double>> runs(candidates.size());
   // Rounds and statistic: Note [CPU float32 GEMM choice].
   constexpr int kMaxRounds = 50;

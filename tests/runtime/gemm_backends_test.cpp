@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <mutex>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "kernels/cpu/gemm_choice.h"
+#include "kernels/cpu/omp_threads.h"
+#include "kernels/cpu/thread_team.h"
 #include "kernels/cpu/tile_matmul.h"
 #include "tessera/tessera.h"
 #include "tests/runtime/matmul_reference.h"
@@ -279,6 +282,24 @@ TEST_CASE("the measured CPU GEMM choice is stable and correct", "[runtime][linal
     const GemmBackend batched = cpu::chosen_gemm_backend(64, 64, 32, threads, true, false, 64);
     CHECK(cpu::gemm_backend_available(batched));
     CHECK(cpu::chosen_gemm_backend(100, 50, 20, threads, true, false, 8) == batched);
+  }
+}
+
+// Note [Trials on a waking thread team]: the wait ends within its budget even for a team that
+// can never be prompt (4 threads here on 2 cores, or under a sanitizer), leaves the team's size
+// as it was, and is not repeated for a size already waited for.
+TEST_CASE("the GEMM trial's wait for the thread team ends and is once per team size",
+          "[runtime][linalg][gemm]") {
+  using Clock = std::chrono::steady_clock;
+  for (int threads : {1, 2, 4}) {
+    const cpu::OmpThreadsGuard guard(threads);
+    const auto start = Clock::now();
+    cpu::wait_until_thread_team_awake();
+    CHECK(Clock::now() - start < std::chrono::seconds(2));  // the budget is 300 ms
+    CHECK(omp_get_max_threads() == threads);
+    const auto again = Clock::now();
+    cpu::wait_until_thread_team_awake();
+    CHECK(Clock::now() - again < std::chrono::milliseconds(50));
   }
 }
 
