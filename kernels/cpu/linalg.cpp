@@ -69,14 +69,16 @@ namespace tessera::cpu {
 //   rest of the process (one process-wide table, so every rank thread gets the same answer).
 //   The trial keeps the shape rather than a fixed one per class because a factor of two in one
 //   dim flips the winner: on the EPYC at one thread, 256 x 512 x 10 (M x K x N) runs at 68
-//   GFLOP/s on oneDNN and 47 on OpenBLAS, 256 x 1024 x 10 at 33 and 46. The tile kernels are not timed on products of K <= 16 (See
-//   fastest_gemm_backend). Eigen is timed only on trials of at most 64^3 multiply-adds: on larger
-//   ones it ran at a third or less of oneDNN's and OpenBLAS's rate on every shape of the bench (and
-//   would triple the cost). Cost: three runs each of oneDNN, OpenBLAS and the tile kernels on <=
-//   268 MFLOP, ~25 ms at the EPYC's ~100 GFLOP/s per thread (~100 ms for a class of products over
-//   268 MFLOP, whose trial is 1.07 GFLOP: less than one of them), about 4 ms for the MLP's 10-wide
-//   layer (gemm_backends_bench prints it as "choice ms"; a loaded machine stretches it); a training
-//   step touches a handful of classes.
+//   GFLOP/s on oneDNN and 47 on OpenBLAS, 256 x 1024 x 10 at 33 and 46; and a backend's rank
+//   differs between CPUs: the tile kernels ran the MLP's 256 x 10 x 1024 (K = 10) at 0.8x oneDNN
+//   on one EPYC thread and at 1.3x on one Xeon thread (49-56 against 65-100 us inside the step),
+//   so they are timed on shallow products too. Eigen is timed only on trials of at most 64^3
+//   multiply-adds: on larger ones it ran at a third or less of oneDNN's and OpenBLAS's rate on
+//   every shape of the bench (and would triple the cost). Cost: three runs each of oneDNN,
+//   OpenBLAS and the tile kernels on <= 268 MFLOP, ~25 ms at the EPYC's ~100 GFLOP/s per thread
+//   (~100 ms for a class of products over 268 MFLOP, whose trial is 1.07 GFLOP: less than one of
+//   them), about 4 ms for the MLP's 10-wide layer (gemm_backends_bench prints it as "choice ms";
+//   a loaded machine stretches it); a training step touches a handful of classes.
 // - TESSERA_CPU_GEMM=onednn|openblas|eigen|narrow|tiles forces a backend (auto: the measured
 //   choice); GemmBackendOverride forces one per thread for the tests and benchmarks.
 // - Threads: Debian's OpenBLAS is the pthread build, whose thread count is process-global and
@@ -256,9 +258,6 @@ GemmBackend fastest_gemm_backend(const Tensor& out, const Tensor& a, const Tenso
     if (!gemm_backend_available(backend)) continue;
     if (backend == GemmBackend::kEigen && work > kEigenTrialWork) continue;
     if (backend == GemmBackend::kNarrow && out.size(-1) > kNarrowGemmMaxN) continue;
-    // A tile stores its 28 vectors after K steps of 28 FMAs: at K <= 16 the stores are half the
-    // work, and the trial's noise could still pick it (it ran 256 x 10 x 1024 at 0.8x oneDNN).
-    if (backend == GemmBackend::kTiles && a.size(-1) <= kDimLimits[0]) continue;
     candidates.push_back(backend);
   }
   if (candidates.empty()) return GemmBackend::kEigen;
