@@ -1,14 +1,15 @@
 #pragma once
 // Plain loops over memory: the physical limit that memory-bound ops (a sum over 64 MiB, an
 // in-place add) are compared against, as the FMA peak (bench/fma_peak.h) is for products. Each
-// loop moves exactly the bytes its op must move, in the widest vectors the CPU reports, cut into
-// one contiguous range per OpenMP thread as Tessera's parallel_for cuts an op's work, and does
-// nothing else: an op that runs at its loop's rate runs at what the cores and the memory give.
+// loop moves exactly the bytes its op must move, in the widest vectors the CPU reports, split
+// across the calling thread's intra-op threads by Tessera's own parallel_for (as the ops split
+// theirs), and does nothing else: an op that runs at its loop's rate runs at what the cores and
+// the memory give.
 
-#include <omp.h>
-
-#include <algorithm>
+#include <atomic>
 #include <cstdint>
+
+#include "runtime/parallel.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TS_BENCH_AVX512_LOOPS 1
@@ -23,15 +24,6 @@ namespace memory_rate_detail {
 
 // Where the read loop's sum goes: a result nothing reads would let the compiler drop the loop.
 inline volatile float sink;
-
-// The range of thread t of `threads` over n elements, cut at multiples of 64 floats.
-struct Range {
-  int64_t begin, end;
-};
-inline Range thread_range(int64_t n, int t, int threads) {
-  const int64_t lines = (n + 63) / 64;
-  return {std::min(n, lines * t / threads * 64), std::min(n, lines * (t + 1) / threads * 64)};
-}
 
 #if TS_BENCH_AVX512_LOOPS
 // Four independent accumulators, so the adds' latency does not bound the loop.
@@ -71,12 +63,12 @@ inline float read_range(const float* x, int64_t n) {
   if (__builtin_cpu_supports("avx512f")) return read_avx512(x, n);
 #endif
   float acc[4] = {0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
+  const int64_t whole = n / 4 * 4;
+  for (int64_t i = 0; i < whole; i += 4) {
     for (int v = 0; v < 4; ++v) acc[v] += x[i + v];
   }
   float sum = acc[0] + acc[1] + acc[2] + acc[3];
-  for (; i < n; ++i) sum += x[i];
+  for (int64_t i = whole; i < n; ++i) sum += x[i];
   return sum;
 }
 
@@ -89,26 +81,20 @@ inline void update_range(float* x, const float* y, int64_t n) {
 
 }  // namespace memory_rate_detail
 
-// Reads x[0, n) once on `threads` threads: the traffic of a sum.
-inline void read_loop(const float* x, int64_t n, int threads) {
-  using namespace memory_rate_detail;
-  float total = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : total)
-  {
-    const Range r = thread_range(n, omp_get_thread_num(), omp_get_num_threads());
-    total += read_range(x + r.begin, r.end - r.begin);
-  }
-  sink = total;
+// Reads x[0, n) once on this thread's intra-op threads: the traffic of a sum.
+inline void read_loop(const float* x, int64_t n) {
+  std::atomic<float> total{0};
+  parallel_for(0, n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    total += memory_rate_detail::read_range(x + begin, end - begin);
+  });
+  memory_rate_detail::sink = total;
 }
 
-// x[0, n) += y[0, n) on `threads` threads: the traffic of an in-place add.
-inline void update_loop(float* x, const float* y, int64_t n, int threads) {
-  using namespace memory_rate_detail;
-#pragma omp parallel num_threads(threads)
-  {
-    const Range r = thread_range(n, omp_get_thread_num(), omp_get_num_threads());
-    update_range(x + r.begin, y + r.begin, r.end - r.begin);
-  }
+// x[0, n) += y[0, n) on this thread's intra-op threads: the traffic of an in-place add.
+inline void update_loop(float* x, const float* y, int64_t n) {
+  parallel_for(0, n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    memory_rate_detail::update_range(x + begin, y + begin, end - begin);
+  });
 }
 
 }  // namespace tessera::bench

@@ -60,9 +60,7 @@ Case big_add_inplace() {
            tx += o->tb;
            return relative_difference(x, tx);
          }};
-  c.plain_loop = [o] {
-    update_loop(o->a.data_ptr<float>(), o->b.data_ptr<float>(), k64MiBFloats, get_num_threads());
-  };
+  c.plain_loop = [o] { update_loop(o->a.data_ptr<float>(), o->b.data_ptr<float>(), k64MiBFloats); };
   c.memory_bytes = 3.0 * k64MiBFloats * sizeof(float);  // a and b read, a written
   return c;
 }
@@ -77,7 +75,7 @@ Case big_sum() {
   auto o = operands({k64MiBFloats}, kFloat32, false);
   Case c{"sum, 64 MiB", 1.0, [o] { o->out = o->a.sum(); }, [o] { o->tout = o->ta.sum(); },
          [o] { return relative_difference(o->out, o->tout); }};
-  c.plain_loop = [o] { read_loop(o->a.data_ptr<float>(), k64MiBFloats, get_num_threads()); };
+  c.plain_loop = [o] { read_loop(o->a.data_ptr<float>(), k64MiBFloats); };
   c.memory_bytes = 1.0 * k64MiBFloats * sizeof(float);
   return c;
 }
