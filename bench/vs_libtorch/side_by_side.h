@@ -30,6 +30,11 @@ struct CaseTiming {
   double libtorch_s;  // median seconds per call
   double ratio;       // median of the per-round ratios tessera / libtorch
   double plain_s;     // median seconds per call of the case's plain loop (0: it has none)
+  // The rounds whose own ratio met the case's target, of all rounds: how far the median's side
+  // of the target is the rounds' agreement rather than one coin toss (See Note [Rounds within
+  // target]).
+  int rounds_within_target;
+  int rounds;
 };
 
 namespace detail {
@@ -88,8 +93,11 @@ inline CaseTiming time_case(const Case& c, int rounds) {
     ratios.push_back(ta / tb);
     if (c.plain_loop) plain.push_back(detail::seconds_per_call(c.plain_loop, c.calls_per_sample));
   }
-  return {detail::median(a), detail::median(b), detail::median(ratios),
-          plain.empty() ? 0.0 : detail::median(plain)};
+  const auto within =
+      std::count_if(ratios.begin(), ratios.end(), [&](double r) { return r <= c.target; });
+  return {detail::median(a),        detail::median(b),
+          detail::median(ratios),   plain.empty() ? 0.0 : detail::median(plain),
+          static_cast<int>(within), rounds};
 }
 
 }  // namespace tessera::bench::vs_libtorch

@@ -14,9 +14,20 @@
 // allows says so. The memory-bound cases (sum, in-place add) against a plain loop moving the same
 // bytes at these threads (bench/memory_rate.h), timed in the same rounds: where both sides run at
 // that loop's rate, the ratio is a tie at what the memory gives, decided by noise.
+//
+// Note [Rounds within target]
+// A round times the two sides back to back, so its ratio is one paired comparison; the column
+// "rounds" counts those that met the target. A row's median can land on either side of its
+// target from run to run when the two sides are equally fast (the memory-bound rows, where both
+// run at the plain loop's rate): each round is then a coin toss, and the count says so where one
+// median cannot. Under each table every row over its target gets a sign test: the chance that
+// as few of its rounds would meet the target if each round were a fair coin. A small chance
+// (0.008 for none of 7 rounds) says the row is slower than its target; one near 0.5 says the
+// run could not tell the two apart.
 
 #include <dlfcn.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -98,6 +109,29 @@ std::string seconds(double s) {
   return fmt::format("{:.3f} ms", s * 1e3);
 }
 
+// P(X <= k) for X ~ Binomial(n, 1/2): the chance that a fair coin per round puts at most k of n
+// rounds within the target.
+double sign_test(int k, int n) {
+  double term = std::ldexp(1.0, -n);  // P(X = 0)
+  double tail = 0;
+  for (int i = 0; i <= k; ++i) {
+    tail += term;
+    term *= static_cast<double>(n - i) / (i + 1);  // P(X = i + 1) from P(X = i)
+  }
+  return tail;
+}
+
+// The rows over their target, each with its rounds' sign test (Note [Rounds within target]).
+void print_sign_tests(const std::vector<std::pair<const vs::Case*, vs::CaseTiming>>& rows) {
+  for (const auto& [c, t] : rows) {
+    std::cout << fmt::format(
+        "* {}: {:.2f} against {:.2f}; {} of {} rounds within target (a coin per round puts as "
+        "few or fewer there with chance {:.3f})\n",
+        c->name, t.ratio, c->target, t.rounds_within_target, t.rounds,
+        sign_test(t.rounds_within_target, t.rounds));
+  }
+}
+
 // Each case's products at `gflops` (the threads' FMA peak): the floor, both sides as multiples
 // of it, and the fraction of the peak the target demands of the products alone.
 void print_floors(const std::vector<std::pair<const vs::Case*, vs::CaseTiming>>& rows,
@@ -157,11 +191,12 @@ int main(int argc, char** argv) {
     std::cout << fmt::format("\n{} thread{} (libtorch's OpenBLAS: {})\n", threads,
                              threads == 1 ? "" : "s",
                              openblas ? fmt::format("{} threads", threads) : "not found");
-    std::cout << fmt::format("| {:<58} | {:>11} | {:>11} | {:>6} | {:>6} | {:>9} |\n", "case",
-                             "Tessera", "libtorch", "ratio", "target", "rel diff");
-    std::cout << fmt::format("|{:-<60}|{:-<13}|{:-<13}|{:-<8}|{:-<8}|{:-<11}|\n", "", "", "", "",
-                             "", "");
-    std::vector<std::pair<const vs::Case*, vs::CaseTiming>> with_products, memory_bound;
+    std::cout << fmt::format("| {:<58} | {:>11} | {:>11} | {:>6} | {:>6} | {:>6} | {:>9} |\n",
+                             "case", "Tessera", "libtorch", "ratio", "target", "rounds",
+                             "rel diff");
+    std::cout << fmt::format("|{:-<60}|{:-<13}|{:-<13}|{:-<8}|{:-<8}|{:-<8}|{:-<11}|\n", "", "", "",
+                             "", "", "", "");
+    std::vector<std::pair<const vs::Case*, vs::CaseTiming>> with_products, memory_bound, over;
     for (const vs::Case& c : cases) {
       if (!options.filter.empty() && c.name.find(options.filter) == std::string::npos) continue;
       const vs::CaseTiming t = vs::time_case(c, options.rounds);
@@ -171,14 +206,16 @@ int main(int argc, char** argv) {
       // float32 results of differently ordered sums; bfloat16 GEMMs round their outputs to 8 bits.
       const bool agrees = diff <= (c.name.find("bf16") != std::string::npos ? 2e-2 : 1e-4);
       const bool met = t.ratio <= c.target;
-      over_target += met ? 0 : 1;
+      if (!met) over.emplace_back(&c, t);
       wrong += agrees ? 0 : 1;
       std::cout << fmt::format(
-          "| {:<58} | {:>11} | {:>11} | {:>5.2f}{} | {:>6.2f} | {:>8.1e}{} |\n", c.name,
-          seconds(t.tessera_s), seconds(t.libtorch_s), t.ratio, met ? " " : "*", c.target, diff,
-          agrees ? " " : "!");
+          "| {:<58} | {:>11} | {:>11} | {:>5.2f}{} | {:>6.2f} | {:>6} | {:>8.1e}{} |\n", c.name,
+          seconds(t.tessera_s), seconds(t.libtorch_s), t.ratio, met ? " " : "*", c.target,
+          fmt::format("{}/{}", t.rounds_within_target, t.rounds), diff, agrees ? " " : "!");
       std::cout.flush();
     }
+    print_sign_tests(over);
+    over_target += static_cast<int>(over.size());
     print_floors(with_products, peak * threads);
     print_memory_rates(memory_bound);
   }
