@@ -41,13 +41,14 @@ class GemmBackendOverride {
 };
 
 // The backend a batch of `batch` m x k @ k x n float32 products on `threads` OpenMP threads, of
-// dense operands (contiguous, or the transpose of contiguous) in the given layouts, runs on in
-// this thread: the override, else TESSERA_CPU_GEMM, else the measured choice for its shape class
-// (measuring it now if no product of the class has yet). Strided operands are classes of their
-// own (Note [CPU float32 GEMM choice] in kernels/cpu/linalg.cpp).
+// dense operands (contiguous, or the transpose of contiguous) in the given layouts, with
+// linear's bias added where `bias`, runs on in this thread: the override, else TESSERA_CPU_GEMM,
+// else the measured choice for its shape class (measuring it now if no product of the class has
+// yet). Strided operands are classes of their own (Note [CPU float32 GEMM choice] in
+// kernels/cpu/linalg.cpp).
 GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads,
-                                bool a_row_major = true, bool b_row_major = true,
-                                int64_t batch = 1);
+                                bool a_row_major = true, bool b_row_major = true, int64_t batch = 1,
+                                bool bias = false);
 
 // The backend tessera::matmul(a, b) runs on in this thread for float32 operands of at least two
 // dims with equal batch dims (views as they come: a strided head is its own class), measuring
@@ -55,8 +56,10 @@ GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads,
 GemmBackend chosen_gemm_backend(const Tensor& a, const Tensor& b);
 
 // One float32 product as the CPU matmul kernels ran it: a batch of m x k @ k x n products, the
-// operands' layouts as the backend read them, whether linear's bias rode in the product, the
-// backend, and its wall time (the choice's trials not included).
+// operands' layouts as the backend read them, whether the kernel added linear's bias (in the
+// product's pass on oneDNN and the tile kernels, a pass after on the others: Note [Bias in the
+// product] in kernels/cpu/linalg.cpp), the backend, and its wall time (the bias's pass included,
+// the choice's trials not).
 struct GemmRecord {
   int64_t batch, m, n, k;
   bool a_row_major, b_row_major, bias;

@@ -49,8 +49,9 @@ namespace tessera::cpu {
 //   and the class is the three ranges with the OpenMP thread count the product runs on (the
 //   winner at one thread need not be the winner at two), the operands' layouts, row- or
 //   column-major as the product passes them (autograd's x^T views), whether each operand is
-//   dense (its matrices packed: a contiguous tensor or its transpose) or a strided view, and
-//   whether the product is one matrix or a batch: a backend's rate on a transposed operand need
+//   dense (its matrices packed: a contiguous tensor or its transpose) or a strided view,
+//   whether the product is one matrix or a batch, and whether it adds linear's bias (timed with
+//   it: Note [Bias in the product]): a backend's rate on a transposed operand need
 //   not be its rate on a row-major one, and attention's q @ k^T (64 products of 64 x 32 x 64,
 //   q and k heads of one fused qkv tensor, rows 768 floats apart) ran at 49 GFLOP/s on oneDNN
 //   and 61 on OpenBLAS on one EPYC thread, the same product on dense copies at 90 and 64.
@@ -186,22 +187,35 @@ constexpr std::array<GemmBackend, 5> kGemmBackends = {GemmBackend::kOneDnn, Gemm
                                                       GemmBackend::kEigen, GemmBackend::kNarrow,
                                                       GemmBackend::kTiles};
 
-// out = a @ b (float32, operands in BLAS layout) on `backend`; false when it declines.
-bool run_gemm_backend(GemmBackend backend, const Tensor& out, const Tensor& a, const Tensor& b) {
+// out += bias on every row of out (contiguous), as the elementwise add `out += bias` runs it.
+void add_bias_rows(const Tensor& out, const Tensor& bias) {
+  kernels(DeviceType::CPU, "linear").binary(BinaryOp::kAdd, out, out, bias.expand(out.sizes()));
+}
+
+// out = a @ b (+ bias on every row where defined; float32, operands in BLAS layout) on
+// `backend`, the bias in the product's own pass on oneDNN and the tile kernels (Note [Bias in
+// the product]) and a pass after it on the others; false, computing nothing, when it declines.
+bool run_gemm_backend(GemmBackend backend, const Tensor& out, const Tensor& a, const Tensor& b,
+                      const Tensor& bias = Tensor()) {
+  bool ran = false;
   switch (backend) {
     case GemmBackend::kOneDnn:
-      return onednn_matmul(out, a, b);
+      return onednn_matmul(out, a, b, bias);
+    case GemmBackend::kTiles:
+      return tile_matmul(out, a, b, bias);
     case GemmBackend::kOpenBlas:
-      return openblas_matmul(out, a, b);
+      ran = openblas_matmul(out, a, b);
+      break;
     case GemmBackend::kEigen:
       eigen_matmul<float>(out, a, b);
-      return true;
+      ran = true;
+      break;
     case GemmBackend::kNarrow:
-      return narrow_matmul(out, a, b);
-    case GemmBackend::kTiles:
-      return tile_matmul(out, a, b);
+      ran = narrow_matmul(out, a, b);
+      break;
   }
-  return false;
+  if (ran && bias.defined()) add_bias_rows(out, bias);
+  return ran;
 }
 
 // Upper bounds of the per-dim ranges of Note [CPU float32 GEMM choice], and the most
@@ -224,13 +238,14 @@ constexpr int64_t kEigenTrialWork = int64_t{64} * 64 * 64;
 // What the measured choice keys on (see the Note): M, N, K ranges, threads, and per operand
 // whether it is row-major and whether it is dense (its matrices packed, as a contiguous tensor
 // or its transpose, rather than a strided view such as one attention head of a fused qkv),
-// and whether the product is batched.
+// whether the product is batched, and whether it adds linear's bias.
 struct GemmClass {
   std::array<int, 3> dim_ranges;
   int threads;
   bool a_row_major, b_row_major;
   bool a_dense, b_dense;
   bool batched;
+  bool bias;
   auto operator<=>(const GemmClass&) const = default;
 };
 
@@ -248,10 +263,11 @@ bool dense_operand(const Tensor& t) {
   return true;
 }
 
-// Times the available backends on out = a @ b (float32, operands in BLAS layout) on the calling
-// thread's OpenMP threads, at least min_rounds rounds; out holds the product after.
+// Times the available backends on out = a @ b (+ bias where defined, as run_gemm_backend adds it;
+// float32, operands in BLAS layout) on the calling thread's OpenMP threads, at least min_rounds
+// rounds; out holds the product after.
 GemmBackend fastest_gemm_backend(const Tensor& out, const Tensor& a, const Tensor& b,
-                                 int min_rounds = 3) {
+                                 const Tensor& bias, int min_rounds = 3) {
   const int64_t work = out.numel() * a.size(-1);
   std::vector<GemmBackend> candidates;
   for (GemmBackend backend : kGemmBackends) {
@@ -273,7 +289,7 @@ GemmBackend fastest_gemm_backend(const Tensor& out, const Tensor& a, const Tenso
     for (size_t j = 0; j < candidates.size(); ++j) {
       const size_t i = (j + static_cast<size_t>(round)) % candidates.size();
       const auto t0 = std::chrono::steady_clock::now();
-      if (!run_gemm_backend(candidates[i], out, a, b)) continue;
+      if (!run_gemm_backend(candidates[i], out, a, b, bias)) continue;
       const std::chrono::duration<double> t = std::chrono::steady_clock::now() - t0;
       runs[i].push_back(t.count());
       spent += t.count();
@@ -290,9 +306,10 @@ GemmBackend fastest_gemm_backend(const Tensor& out, const Tensor& a, const Tenso
 }
 
 // Times the backends on dense scratch operands of a batch of m x k @ k x n products in the given
-// layouts, the largest dims halved (and the batch cut) to at most kScratchTrialWork multiply-adds.
+// layouts (with a bias when `bias`), the largest dims halved (and the batch cut) to at most
+// kScratchTrialWork multiply-adds.
 GemmBackend fastest_on_scratch(int64_t batch, int64_t m, int64_t n, int64_t k, bool a_row_major,
-                               bool b_row_major) {
+                               bool b_row_major, bool bias) {
   std::array<int64_t, 3> dims{m, n, k};
   while (dims[0] * dims[1] * dims[2] > kScratchTrialWork) {
     int64_t& largest = *std::max_element(dims.begin(), dims.end());
@@ -308,9 +325,15 @@ GemmBackend fastest_on_scratch(int64_t batch, int64_t m, int64_t n, int64_t k, b
   // Values of ordinary magnitude (no denormals, no overflow), the same for every backend.
   std::fill_n(static_cast<float*>(a.raw_data()), batch * m * k, 0.5f);
   std::fill_n(static_cast<float*>(b.raw_data()), batch * k * n, 0.25f);
+  Tensor scratch_bias;
+  if (bias) {
+    scratch_bias = Tensor::make_empty({n}, kFloat32, cpu);
+    std::fill_n(static_cast<float*>(scratch_bias.raw_data()), n, 0.125f);
+  }
   // Five rounds: the large classes' backends come within a few percent of each other, and with
   // three the VM's drift picked a different winner of 2048^3 in one run of three.
-  return fastest_gemm_backend(Tensor::make_empty({batch, m, n}, kFloat32, cpu), a, b, 5);
+  return fastest_gemm_backend(Tensor::make_empty({batch, m, n}, kFloat32, cpu), a, b, scratch_bias,
+                              5);
 }
 
 // TESSERA_CPU_GEMM, read once per process.
@@ -345,11 +368,13 @@ GemmBackend chosen_for_class(const GemmClass& cls, const Measure& measure) {
   return it->second;
 }
 
-// The backend for out = a @ b (float32, operands in BLAS layout, non-empty): the override, else
-// TESSERA_CPU_GEMM, else the measured choice for its class. The first product of a class is its
-// own trial when it is at most kTrialWork multiply-adds (its operands' strides are the class's
-// real ones); a larger one is timed on dense scratch operands of its shape, cut down.
-GemmBackend gemm_backend_for(const Tensor& out, const Tensor& a, const Tensor& b) {
+// The backend for out = a @ b (+ bias where defined; float32, operands in BLAS layout,
+// non-empty): the override, else TESSERA_CPU_GEMM, else the measured choice for its class. The
+// first product of a class is its own trial when it is at most kTrialWork multiply-adds (its
+// operands' strides are the class's real ones); a larger one is timed on dense scratch operands
+// of its shape, cut down.
+GemmBackend gemm_backend_for(const Tensor& out, const Tensor& a, const Tensor& b,
+                             const Tensor& bias) {
   const int64_t m = out.size(-2), n = out.size(-1), k = a.size(-1);
   const int64_t batch = out.numel() / (m * n);
   const bool a_row_major = blas_layout(a)->row_major, b_row_major = blas_layout(b)->row_major;
@@ -359,11 +384,12 @@ GemmBackend gemm_backend_for(const Tensor& out, const Tensor& a, const Tensor& b
                       b_row_major,
                       dense_operand(a),
                       dense_operand(b),
-                      batch > 1};
+                      batch > 1,
+                      bias.defined()};
   return chosen_for_class(cls, [&] {
     return batch * m * n * k <= kTrialWork
-               ? fastest_gemm_backend(out, a, b)
-               : fastest_on_scratch(batch, m, n, k, a_row_major, b_row_major);
+               ? fastest_gemm_backend(out, a, b, bias)
+               : fastest_on_scratch(batch, m, n, k, a_row_major, b_row_major, bias.defined());
   });
 }
 
@@ -395,12 +421,14 @@ std::optional<GemmBackend> observed_product(const Tensor& out, const Tensor& a, 
   return ran;
 }
 
-// float32 (operands in BLAS layout) on the chosen backend.
-void float32_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
-  const GemmBackend backend = gemm_backend_for(out, a, b);
-  observed_product(out, a, b, false, [&] {
-    if (run_gemm_backend(backend, out, a, b)) return backend;
+// float32 (operands in BLAS layout; + bias where defined) on the chosen backend.
+void float32_matmul(const Tensor& out, const Tensor& a, const Tensor& b,
+                    const Tensor& bias = Tensor()) {
+  const GemmBackend backend = gemm_backend_for(out, a, b, bias);
+  observed_product(out, a, b, bias.defined(), [&] {
+    if (run_gemm_backend(backend, out, a, b, bias)) return backend;
     eigen_matmul<float>(out, a, b);
+    if (bias.defined()) add_bias_rows(out, bias);
     return GemmBackend::kEigen;
   });
 }
@@ -461,22 +489,18 @@ void matmul_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
 // linear's bias rides in oneDNN's epilogue, and in the tile kernels' first store of each tile,
 // while each output tile is still in registers: adding it afterwards is one more pass over an
 // output that is often larger than L2 (a transformer block's 512 x 1024 MLP activation: 0.19 ms
-// of a 2.7 ms product on one EPYC thread). Only where the measured choice picks one of those two
-// for float32; elsewhere the caller adds the bias after the product.
+// of a 2.7 ms product on one EPYC thread). On the other backends the kernel adds it in a pass
+// after the product. A product with a bias is a class of its own in the measured choice, timed
+// with the bias added as each backend adds it: timed without it, a trial could pick OpenBLAS by
+// less than its bias pass then costs (attention's output projection, 512 x 256 x 256 with a
+// transposed weight, ran on OpenBLAS in one Xeon block step, its bias a second pass over the
+// output).
 bool matmul_bias_kernel(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
   if (out.dtype() != kFloat32 || out.numel() == 0 || a.size(-1) == 0) return false;
   OmpThreadsGuard threads(product_threads(out, a));
   const auto [pa, pb] = blas_operands(a, b);
-  const GemmBackend backend = gemm_backend_for(out, pa, pb);
-  if (backend != GemmBackend::kOneDnn && backend != GemmBackend::kTiles) return false;
-  return observed_product(out, pa, pb, true,
-                          [&]() -> std::optional<GemmBackend> {
-                            const bool ran = backend == GemmBackend::kOneDnn
-                                                 ? onednn_matmul(out, pa, pb, bias)
-                                                 : tile_matmul(out, pa, pb, bias);
-                            return ran ? std::optional<GemmBackend>(backend) : std::nullopt;
-                          })
-      .has_value();
+  float32_matmul(out, pa, pb, bias);
+  return true;
 }
 
 }  // namespace
@@ -539,7 +563,7 @@ GemmBackendOverride::GemmBackendOverride(std::optional<GemmBackend> backend)
 GemmBackendOverride::~GemmBackendOverride() { t_gemm_override = saved_; }
 
 GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads, bool a_row_major,
-                                bool b_row_major, int64_t batch) {
+                                bool b_row_major, int64_t batch, bool bias) {
   TS_INTERNAL_ASSERT(m > 0 && n > 0 && k > 0 && threads > 0 && batch > 0,
                      "[matmul] GEMM backend asked for an empty product or no threads");
   const GemmClass cls{{dim_range(m), dim_range(n), dim_range(k)},
@@ -548,10 +572,11 @@ GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads, bo
                       b_row_major,
                       true,
                       true,
-                      batch > 1};
+                      batch > 1,
+                      bias};
   return chosen_for_class(cls, [&] {
     const OmpThreadsGuard guard(threads);
-    return fastest_on_scratch(batch, m, n, k, a_row_major, b_row_major);
+    return fastest_on_scratch(batch, m, n, k, a_row_major, b_row_major, bias);
   });
 }
 
@@ -573,7 +598,7 @@ GemmBackend chosen_gemm_backend(const Tensor& a, const Tensor& b) {
   const Tensor out = Tensor::make_empty(out_shape, kFloat32, a.device());
   const OmpThreadsGuard threads(product_threads(out, a));
   const auto [pa, pb] = blas_operands(a, b);
-  return gemm_backend_for(out, pa, pb);
+  return gemm_backend_for(out, pa, pb, Tensor());
 }
 
 void register_linalg_kernels(KernelTable& table) {

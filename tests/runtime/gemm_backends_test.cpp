@@ -136,7 +136,8 @@ TEST_CASE("every CPU float32 GEMM backend against float64 loops", "[runtime][lin
 }
 
 TEST_CASE("linear's bias in the product on every backend", "[runtime][linalg][gemm]") {
-  // oneDNN adds it in the product (Note [Bias in the product]); the others after it.
+  // oneDNN and the tile kernels add it in the product (Note [Bias in the product]); the others
+  // after it.
   struct LinearCase {
     std::string name;
     Tensor x, w;
@@ -282,6 +283,11 @@ TEST_CASE("the measured CPU GEMM choice is stable and correct", "[runtime][linal
     const GemmBackend batched = cpu::chosen_gemm_backend(64, 64, 32, threads, true, false, 64);
     CHECK(cpu::gemm_backend_available(batched));
     CHECK(cpu::chosen_gemm_backend(100, 50, 20, threads, true, false, 8) == batched);
+    // And a product that adds linear's bias, timed with it (Note [Bias in the product]).
+    const GemmBackend with_bias =
+        cpu::chosen_gemm_backend(512, 256, 256, threads, true, false, 1, true);
+    CHECK(cpu::gemm_backend_available(with_bias));
+    CHECK(cpu::chosen_gemm_backend(400, 300, 200, threads, true, false, 1, true) == with_bias);
   }
 }
 
@@ -362,16 +368,10 @@ TEST_CASE("the GEMM observer sees each float32 product as the kernels ran it",
   });
   const Tensor a = randn({6, 40}), b = randn({40, 9}), w = randn({9, 40}), bias = randn({9});
   const Tensor heads = randn({3, 5, 40}), values = randn({3, 5, 7});
-  const bool onednn = cpu::gemm_backend_available(GemmBackend::kOneDnn);
   matmul(a, b);
   matmul(a, w.t());                       // b column-major
   matmul(heads.transpose(1, 2), values);  // a batch, a column-major
-  {
-    // linear's bias rides in oneDNN's product; elsewhere it is added after a plain product.
-    const cpu::GemmBackendOverride force(onednn ? std::optional(GemmBackend::kOneDnn)
-                                                : std::nullopt);
-    linear(a, w, bias);
-  }
+  linear(a, w, bias);  // the kernel adds the bias, in the product or after it, on any backend
   std::thread([&] { matmul(b.t(), a.t()); }).join();         // reported from its own thread
   matmul(randn({4, 4}, kFloat64), randn({4, 4}, kFloat64));  // not float32: not reported
   cpu::set_gemm_observer(nullptr);
@@ -385,8 +385,9 @@ TEST_CASE("the GEMM observer sees each float32 product as the kernels ran it",
   CHECK(r[1].backend == cpu::chosen_gemm_backend(a, w.t()));
   CHECK((r[2].batch == 3 && r[2].m == 40 && r[2].k == 5 && r[2].n == 7));
   CHECK((!r[2].a_row_major && r[2].b_row_major));
-  CHECK((r[3].m == 6 && r[3].k == 40 && r[3].n == 9 && r[3].bias == onednn));
-  if (onednn) CHECK(r[3].backend == GemmBackend::kOneDnn);
+  CHECK((r[3].m == 6 && r[3].k == 40 && r[3].n == 9 && r[3].bias));
+  // Its own class of the measured choice (one thread for a product this small).
+  CHECK(r[3].backend == cpu::chosen_gemm_backend(6, 9, 40, 1, true, false, 1, true));
   CHECK((r[4].m == 9 && r[4].k == 40 && r[4].n == 6 && !r[4].a_row_major && !r[4].b_row_major));
   for (const auto& record : r) CHECK(record.seconds > 0.0);
 }
