@@ -427,8 +427,7 @@ void float32_matmul(const Tensor& out, const Tensor& a, const Tensor& b,
   const GemmBackend backend = gemm_backend_for(out, a, b, bias);
   observed_product(out, a, b, bias.defined(), [&] {
     if (run_gemm_backend(backend, out, a, b, bias)) return backend;
-    eigen_matmul<float>(out, a, b);
-    if (bias.defined()) add_bias_rows(out, bias);
+    run_gemm_backend(GemmBackend::kEigen, out, a, b, bias);  // Eigen takes every product
     return GemmBackend::kEigen;
   });
 }
