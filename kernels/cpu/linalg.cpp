@@ -59,23 +59,27 @@ namespace tessera::cpu {
 //   itself when it has at most 2^27 multiply-adds (268 MFLOP; every backend writes the same
 //   result, so the trial is also the product, and the operands' real strides are timed), else
 //   on dense scratch operands of its layouts with its largest dims halved (and its batch cut)
-//   to 2^29 (1.07 GFLOP, such as 512 x 1024 x 1024): the class of dims over 512 holds 1024 and
+//   to 2^29 (1.07 GFLOP, such as 1024 x 1024 x 512): the class of dims over 512 holds 1024 and
 //   2048 squares, and cut to 512^3 its trial picked oneDNN at two Xeon threads where the tile
-//   kernels ran 1024^3 and 2048^3 5-7% faster. Rounds in rotating order, at least three and on
-//   short products as many as fit in 4 ms (up to 50), each backend's median run counting: on a
-//   short product at two threads a backend's own variance (waking its second thread) is part of
-//   what the product costs. On more than one thread the trial first waits for the OpenMP team to
-//   be awake (Note [Trials on a waking thread team] in thread_team.cpp): on a waking VM core
-//   every backend timed alike and the pick was random. The winner serves the class for the
-//   rest of the process (one process-wide table, so every rank thread gets the same answer).
-//   The trial keeps the shape rather than a fixed one per class because a factor of two in one
-//   dim flips the winner: on the EPYC at one thread, 256 x 512 x 10 (M x K x N) runs at 68
-//   GFLOP/s on oneDNN and 47 on OpenBLAS, 256 x 1024 x 10 at 33 and 46; and a backend's rank
-//   differs between CPUs: the tile kernels ran the MLP's 256 x 10 x 1024 (K = 10) at 0.8x oneDNN
-//   on one EPYC thread and at 1.3x on one Xeon thread (49-56 against 65-100 us inside the step),
-//   so they are timed on shallow products too. Eigen is timed only on trials of at most 64^3
-//   multiply-adds: on larger ones it ran at a third or less of oneDNN's and OpenBLAS's rate on
-//   every shape of the bench (and would triple the cost). Cost: three runs each of oneDNN,
+//   kernels ran 1024^3 and 2048^3 5-7% faster. Where dims tie K is halved first, then M: the
+//   threads split a product by its output (columns, else rows), and K only repeats its blocks of
+//   depth, so the trial keeps the output's shape longest. Cut M first (512 x 1024 x 1024), the
+//   trial picked oneDNN in 8-11 of 40 at two Xeon threads, where the tiles ran 1024^3 and 2048^3
+//   3-7% faster; cut K first (1024 x 1024 x 512), the tiles in 28-30 of 30. Rounds in rotating
+//   order, at least three and on short products as many as fit in 4 ms (up to 50), each
+//   backend's median run counting: on a short product at two threads a backend's own variance
+//   (waking its second thread) is part of what the product costs. On more than one thread the trial
+//   first waits for the OpenMP team to be awake (Note [Trials on a waking thread team] in
+//   thread_team.cpp): on a waking VM core every backend timed alike and the pick was random. The
+//   winner serves the class for the rest of the process (one process-wide table, so every rank
+//   thread gets the same answer). The trial keeps the shape rather than a fixed one per class
+//   because a factor of two in one dim flips the winner: on the EPYC at one thread, 256 x 512 x 10
+//   (M x K x N) runs at 68 GFLOP/s on oneDNN and 47 on OpenBLAS, 256 x 1024 x 10 at 33 and 46; and
+//   a backend's rank differs between CPUs: the tile kernels ran the MLP's 256 x 10 x 1024 (K = 10)
+//   at 0.8x oneDNN on one EPYC thread and at 1.3x on one Xeon thread (49-56 against 65-100 us
+//   inside the step), so they are timed on shallow products too. Eigen is timed only on trials of
+//   at most 64^3 multiply-adds: on larger ones it ran at a third or less of oneDNN's and OpenBLAS's
+//   rate on every shape of the bench (and would triple the cost). Cost: three runs each of oneDNN,
 //   OpenBLAS and the tile kernels on <= 268 MFLOP, ~25 ms at the EPYC's ~100 GFLOP/s per thread
 //   (~100 ms for a class of products over 268 MFLOP, whose trial is 1.07 GFLOP: less than one of
 //   them), about 4 ms for the MLP's 10-wide layer (gemm_backends_bench prints it as "choice ms";
@@ -307,15 +311,18 @@ GemmBackend fastest_gemm_backend(const Tensor& out, const Tensor& a, const Tenso
 
 // Times the backends on dense scratch operands of a batch of m x k @ k x n products in the given
 // layouts (with a bias when `bias`), the largest dims halved (and the batch cut) to at most
-// kScratchTrialWork multiply-adds.
+// kScratchTrialWork multiply-adds: K first where dims tie, then M, then N (Note [CPU float32 GEMM
+// choice]).
 GemmBackend fastest_on_scratch(int64_t batch, int64_t m, int64_t n, int64_t k, bool a_row_major,
                                bool b_row_major, bool bias) {
-  std::array<int64_t, 3> dims{m, n, k};
-  while (dims[0] * dims[1] * dims[2] > kScratchTrialWork) {
-    int64_t& largest = *std::max_element(dims.begin(), dims.end());
-    largest = (largest + 1) / 2;
+  const std::array<int64_t*, 3> halving_order{&k, &m, &n};
+  while (m * n * k > kScratchTrialWork) {
+    int64_t* largest = halving_order[0];
+    for (int64_t* dim : halving_order) {
+      if (*dim > *largest) largest = dim;
+    }
+    *largest = (*largest + 1) / 2;
   }
-  m = dims[0], n = dims[1], k = dims[2];
   batch = std::clamp<int64_t>(kScratchTrialWork / (m * n * k), 1, batch);
   const Device cpu = Device::cpu();
   const Tensor a = a_row_major ? Tensor::make_empty({batch, m, k}, kFloat32, cpu)
