@@ -5,6 +5,7 @@
 
 #include "bench/memory_rate.h"
 #include "bench/vs_libtorch/cases.h"
+#include "kernels/cpu/gemm_choice.h"
 
 namespace tessera::bench::vs_libtorch {
 
@@ -93,7 +94,12 @@ Case square_matmul(int64_t n, DType dtype) {
   Case c{name, 1.0, [o] { o->out = matmul(o->a, o->b); },
          [o] { o->tout = torch::matmul(o->ta, o->tb); },
          [o] { return relative_difference(o->out, o->tout); }};
-  if (dtype == kFloat32) c.product_flops = 2.0 * double(n) * double(n) * double(n);
+  if (dtype == kFloat32) {
+    c.product_flops = 2.0 * double(n) * double(n) * double(n);
+    c.tessera_gemm = [o] {
+      return std::string(cpu::gemm_backend_name(cpu::chosen_gemm_backend(o->a, o->b)));
+    };
+  }
   return c;
 }
 

@@ -19,6 +19,9 @@ struct Case {
   std::function<double()> max_rel_diff;  // both sides' results compared after timing
   int calls_per_sample = 1;              // very short cases are timed in batches
   double product_flops = 0;              // float32 FLOPs of its matrix products, if it has any
+  // For a case of one float32 product: the GEMM backend the Tessera side ran it on (Note [CPU
+  // float32 GEMM choice] in kernels/cpu/linalg.cpp), asked after its rounds at their threads.
+  std::function<std::string()> tessera_gemm{};
   // For a memory-bound case: a plain loop moving the same bytes on the Tessera side's buffers
   // (bench/memory_rate.h), timed beside the two sides, and how many bytes that is.
   std::function<void()> plain_loop{};

@@ -11,9 +11,12 @@
 // Under each table, the cases made of float32 products (the GEMMs, the training steps) against
 // the physical limit: their products' FLOPs at the FMA peak of the threads, measured at the start
 // (bench/fma_peak.h). A step cannot run faster than that floor; a target below what the floor
-// allows says so. The memory-bound cases (sum, in-place add) against a plain loop moving the same
-// bytes at these threads (bench/memory_rate.h), timed in the same rounds: where both sides run at
-// that loop's rate, the ratio is a tie at what the memory gives, decided by noise.
+// allows says so. A single product's line names the backend Tessera's measured GEMM choice ran
+// it on: a row over target on another backend than the one gemm_backends_bench finds fastest is
+// the choice's miss, not the kernel's speed. The memory-bound cases (sum, in-place add) against a
+// plain loop moving the same bytes at these threads (bench/memory_rate.h), timed in the same
+// rounds: where both sides run at that loop's rate, the ratio is a tie at what the memory gives,
+// decided by noise.
 //
 // Note [Rounds within target]
 // A round times the two sides back to back, so its ratio is one paired comparison; the column
@@ -144,10 +147,11 @@ void print_floors(const std::vector<std::pair<const vs::Case*, vs::CaseTiming>>&
   for (const auto& [c, t] : rows) {
     const double floor_s = c->product_flops / (gflops * 1e9);
     std::cout << fmt::format(
-        "  {}: {:.3f} GFLOP of products, {} at the peak; Tessera {:.2f}x that floor, libtorch "
+        "  {}: {:.3f} GFLOP of products, {} at the peak; Tessera {:.2f}x that floor{}, libtorch "
         "{:.2f}x; the {:.2f} target leaves {:.2f}x (products at >= {:.0f}% of the peak with "
         "nothing else)\n",
         c->name, c->product_flops * 1e-9, seconds(floor_s), t.tessera_s / floor_s,
+        c->tessera_gemm ? fmt::format(" (on {})", c->tessera_gemm()) : std::string(),
         t.libtorch_s / floor_s, c->target, c->target * t.libtorch_s / floor_s,
         100.0 * floor_s / (c->target * t.libtorch_s));
   }
