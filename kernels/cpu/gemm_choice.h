@@ -3,6 +3,7 @@
 // kernels/cpu/linalg.cpp (See Note [CPU float32 GEMM choice] there). Internal to Tessera: the
 // tests and benchmarks use it to run each backend, and to see what the choice was.
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -54,6 +55,11 @@ GemmBackend chosen_gemm_backend(int64_t m, int64_t n, int64_t k, int threads,
 // dims with equal batch dims (views as they come: a strided head is its own class), measuring
 // the class now if no product of it has yet.
 GemmBackend chosen_gemm_backend(const Tensor& a, const Tensor& b);
+
+// The dims {m, n, k} a product too large to be its own trial is timed at, on scratch operands:
+// the largest dim halved until at most 2^29 multiply-adds remain, K first where dims tie, then M
+// (Note [CPU float32 GEMM choice] in kernels/cpu/linalg.cpp). Its batch is cut after.
+std::array<int64_t, 3> scratch_trial_dims(int64_t m, int64_t n, int64_t k);
 
 // One float32 product as the CPU matmul kernels ran it: a batch of m x k @ k x n products, the
 // operands' layouts as the backend read them, whether the kernel added linear's bias (in the

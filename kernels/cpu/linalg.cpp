@@ -309,12 +309,9 @@ GemmBackend fastest_gemm_backend(const Tensor& out, const Tensor& a, const Tenso
                                         typical.begin())];
 }
 
-// Times the backends on dense scratch operands of a batch of m x k @ k x n products in the given
-// layouts (with a bias when `bias`), the largest dims halved (and the batch cut) to at most
-// kScratchTrialWork multiply-adds: K first where dims tie, then M, then N (Note [CPU float32 GEMM
-// choice]).
-GemmBackend fastest_on_scratch(int64_t batch, int64_t m, int64_t n, int64_t k, bool a_row_major,
-                               bool b_row_major, bool bias) {
+}  // namespace
+
+std::array<int64_t, 3> scratch_trial_dims(int64_t m, int64_t n, int64_t k) {
   const std::array<int64_t*, 3> halving_order{&k, &m, &n};
   while (m * n * k > kScratchTrialWork) {
     int64_t* largest = halving_order[0];
@@ -323,6 +320,18 @@ GemmBackend fastest_on_scratch(int64_t batch, int64_t m, int64_t n, int64_t k, b
     }
     *largest = (*largest + 1) / 2;
   }
+  return {m, n, k};
+}
+
+namespace {
+
+// Times the backends on dense scratch operands of a batch of m x k @ k x n products in the given
+// layouts (with a bias when `bias`), cut to scratch_trial_dims (and the batch cut) to at most
+// kScratchTrialWork multiply-adds.
+GemmBackend fastest_on_scratch(int64_t batch, int64_t m, int64_t n, int64_t k, bool a_row_major,
+                               bool b_row_major, bool bias) {
+  const std::array<int64_t, 3> dims = scratch_trial_dims(m, n, k);
+  m = dims[0], n = dims[1], k = dims[2];
   batch = std::clamp<int64_t>(kScratchTrialWork / (m * n * k), 1, batch);
   const Device cpu = Device::cpu();
   const Tensor a = a_row_major ? Tensor::make_empty({batch, m, k}, kFloat32, cpu)

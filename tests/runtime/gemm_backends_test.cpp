@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -288,6 +289,29 @@ TEST_CASE("the measured CPU GEMM choice is stable and correct", "[runtime][linal
         cpu::chosen_gemm_backend(512, 256, 256, threads, true, false, 1, true);
     CHECK(cpu::gemm_backend_available(with_bias));
     CHECK(cpu::chosen_gemm_backend(400, 300, 200, threads, true, false, 1, true) == with_bias);
+  }
+}
+
+// Note [CPU float32 GEMM choice]: a large product's trial keeps its output's shape longest (the
+// threads split a product by its output), halving K first where dims tie; it never grows a dim
+// and stops at the first shape within 2^29 multiply-adds.
+TEST_CASE("a large product's trial shape halves K first", "[runtime][linalg][gemm]") {
+  using Dims = std::array<int64_t, 3>;  // m, n, k
+  CHECK(cpu::scratch_trial_dims(1024, 1024, 1024) == Dims{1024, 1024, 512});
+  CHECK(cpu::scratch_trial_dims(2048, 2048, 2048) == Dims{1024, 1024, 512});
+  CHECK(cpu::scratch_trial_dims(4096, 1024, 1024) == Dims{1024, 1024, 512});
+  CHECK(cpu::scratch_trial_dims(1024, 4096, 256) == Dims{1024, 2048, 256});
+  CHECK(cpu::scratch_trial_dims(8192, 8192, 16) == Dims{4096, 8192, 16});
+  CHECK(cpu::scratch_trial_dims(512, 1024, 1024) == Dims{512, 1024, 1024});  // already within
+  CHECK(cpu::scratch_trial_dims(3000, 3000, 3000) == Dims{750, 750, 750});
+  // Any shape: within the work, no dim below 1 or above its own.
+  for (const Dims& dims : {Dims{1025, 999, 3001}, Dims{100000, 7, 9}, Dims{1, 1 << 20, 1 << 20}}) {
+    const Dims cut = cpu::scratch_trial_dims(dims[0], dims[1], dims[2]);
+    CHECK(cut[0] * cut[1] * cut[2] <= (int64_t{1} << 29));
+    for (size_t i = 0; i < 3; ++i) {
+      CHECK(cut[i] >= 1);
+      CHECK(cut[i] <= dims[i]);
+    }
   }
 }
 
