@@ -14,8 +14,9 @@
 //   unless its lines would crowd one L1 set: rows a multiple of 2 KiB apart (the K = 1024
 //   products ran at half speed in place), or a column-major block deeper than 64 steps. Then each
 //   14-row block is copied first (pack_row_block, pack_column_chunk), the copy staying in L1
-//   while the tiles sweep b. A row-major block that at least 8 tiles read is copied step by step
-//   instead (pack_row_block_by_steps; Note [a's rows copied step by step]).
+//   while the tiles sweep b. A full row-major block at least 128 deep that at least 8 tiles
+//   read is copied step by step instead (pack_row_block_by_steps; Note [a's rows copied step
+//   by step]).
 // - b is packed per block of K and columns into panels of 32 columns (copies of rows, or 16 x 16
 //   transposes in registers for a column-major b: linear's weight, k^T in attention), except a
 //   row-major b with rows not 2 KiB multiples apart under fewer than 128 output rows (attention's
@@ -222,11 +223,14 @@ TS_AVX512 int64_t pack_row_block(const float* a, int64_t lda, int64_t rows, int6
 // pointer and one line. On one Xeon thread, alternating in one process (medians of 21 rounds,
 // the tile kernels forced): 1024^3 168 -> 180 GFLOP/s, 2048^3 164 -> 171, 256 x 512 x 1024
 // 163 -> 168, 512 x 1024 x 256 (x @ W^T) 162 -> 168, the other linear products of the
-// transformer block +0.4-1%; the same at two threads. The copy (16 x 16 transposes) costs more
-// than a row copy and pays only where the block is swept by enough tiles: attention's heads
-// (64 or 32 output columns, one or two tiles) ran 6% and 17% slower copied so, hence the
-// threshold of kStepsCopyColumns columns.
+// transformer block +0.4-1%; the same at two threads (on a faster hour of the same VM, 0-3%).
+// The copy (16 x 16 transposes) costs more than a row copy and pays only for full 14-row blocks
+// that are deep and swept by many tiles: copied so, attention's heads (64 or 32 output columns)
+// ran 6% and 17% slower, 4 x 1024 x 256 11%, 7 x 512 x 1024 5% (few rows: no pointers to
+// spare), a batch of 32 x 64 x 256 products 5% (64 deep); under these thresholds they are
+// within the noise of the old path.
 constexpr int64_t kStepsCopyColumns = 8 * kTileCols;
+constexpr int64_t kStepsCopyDepth = 128;
 
 // Copies rows [0, rows) x depth [0, kc) of a row-major a (a(i, p) at a[i * lda + p]), rows <=
 // 14, so that step p's floats lie at block[p * 16, p * 16 + rows), the rest of the 16 zero.
@@ -308,7 +312,7 @@ TS_AVX512 void product(int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, floa
       const int64_t ldb = pack_b ? kTileCols : b.ld;
       const bool first = pc == 0;
       const bool pack_a = !a_in_place(a, kc);
-      const bool a_by_steps = a.row_major && nc >= kStepsCopyColumns;
+
       for (int64_t ic = 0; ic < m; ic += kChunkRows) {
         const int64_t chunk_rows = std::min(kChunkRows, m - ic);
         if (pack_a && !a.row_major) {
@@ -316,6 +320,8 @@ TS_AVX512 void product(int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, floa
         }
         for (int64_t i0 = ic; i0 < ic + chunk_rows; i0 += kTileRows) {
           const int64_t rows = std::min<int64_t>(kTileRows, m - i0);
+          const bool a_by_steps =
+              a.row_major && rows == kTileRows && nc >= kStepsCopyColumns && kc >= kStepsCopyDepth;
           const float* a_block = a.row_major ? a.data + i0 * a.ld + pc : a.data + pc * a.ld + i0;
           int64_t lda = a.ld;
           if (a_by_steps) {

@@ -207,7 +207,7 @@ TEST_CASE("the narrow kernels on every output width and layout", "[runtime][lina
 // Tile edges (1 to 14 rows, 1 to 32 columns of a 14 x 32 tile), several blocks of K (256) and of
 // columns (512), every layout of a and b, each operand read in place and packed (Note
 // [Register-tile float32 products]: rows 2 KiB apart, 128 output rows or more, column-major a
-// deeper than 64, row-major a under 256 columns or more copied by steps), each against float64.
+// deeper than 64, row-major a's full blocks copied by steps), each against float64.
 // linear's bias on them: the case below.
 TEST_CASE("the tile kernels on every tile edge, block and layout", "[runtime][linalg][gemm]") {
   if (!cpu::gemm_backend_available(GemmBackend::kTiles)) {
@@ -229,11 +229,12 @@ TEST_CASE("the tile kernels on every tile edge, block and layout", "[runtime][li
   dims.push_back({250, 40, 100});  // a column-major packed in two chunks of rows, the last 26
   dims.push_back({20, 48, 512});   // a's rows 2 KiB apart: packed
   dims.push_back({17, 512, 30});   // b's rows 2 KiB apart: packed
-  // A row-major a's blocks under 256 columns or more copied by steps, at every tile height that
-  // ends a block (m % 14) and depths that are not multiples of 16.
-  for (int64_t m : {1, 13, 14, 15, 29}) dims.push_back({m, 256, 37});
-  dims.push_back({15, 257, 16});   // the last tile 1 column wide
-  dims.push_back({28, 300, 600});  // three blocks of K, the last 88 deep
+  // A row-major a's full 14-row blocks copied by steps (256 columns or more, 128 deep or more),
+  // beside the partial blocks that end m (1 to 13 rows, not copied so), at depths that are not
+  // multiples of 16.
+  for (int64_t m : {1, 13, 14, 15, 29}) dims.push_back({m, 256, 150});
+  dims.push_back({15, 257, 140});  // the last tile 1 column wide
+  dims.push_back({28, 300, 600});  // three blocks of K, the last 88 deep (not copied by steps)
   uint64_t seed = 500;
   for (int threads : {1, 2}) {
     const IntraOpThreadsGuard guard(threads);
