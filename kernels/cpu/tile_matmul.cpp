@@ -15,8 +15,8 @@
 //   products ran at half speed in place), or a column-major block deeper than 64 steps. Then each
 //   14-row block is copied first (pack_row_block, pack_column_chunk), the copy staying in L1
 //   while the tiles sweep b. A full row-major block at least 128 deep that at least 8 tiles
-//   read is copied step by step instead (pack_row_block_by_steps; Note [a's rows copied step
-//   by step]).
+//   read is copied step by step instead (transpose_strip; Note [a's rows copied step by
+//   step]).
 // - b is packed per block of K and columns into panels of 32 columns (copies of rows, or 16 x 16
 //   transposes in registers for a column-major b: linear's weight, k^T in attention), except a
 //   row-major b with rows not 2 KiB multiples apart under fewer than 128 output rows (attention's
@@ -157,6 +157,23 @@ TileFn tile_for(int64_t rows, bool a_row_major, bool masked) {
   return table[static_cast<size_t>(rows - 1)];
 }
 
+// Writes `count` <= 16 vectors of kc floats, src + i * ld (i < count), transposed: kc rows of 16
+// floats, dst_ld apart, the lanes past count zero. Through 16 x 16 transposes in registers.
+TS_AVX512 void transpose_strip(const float* src, int64_t ld, int64_t count, int64_t kc, float* dst,
+                               int64_t dst_ld) {
+  for (int64_t p0 = 0; p0 < kc; p0 += 16) {
+    const __mmask16 depth = first_lanes(kc - p0);
+    __m512 v[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) {
+      v[i] = i < count ? _mm512_maskz_loadu_ps(depth, src + i * ld + p0) : _mm512_setzero_ps();
+    }
+    transpose16(v);
+    const int64_t steps = std::min<int64_t>(16, kc - p0);
+    for (int64_t p = 0; p < steps; ++p) _mm512_storeu_ps(dst + (p0 + p) * dst_ld, v[p]);
+  }
+}
+
 // Packs b(p, j), p < kc, j < nc, into panels of 32 columns: panel[(j / 32) * kc * 32 + p * 32 +
 // j % 32], the last panel's missing columns zero. b(p, j) at b[p * ldb + j] (row-major: copies of
 // rows) or b[j * ldb + p] (column-major: 16 x 16 transposes).
@@ -177,19 +194,7 @@ TS_AVX512 void pack_panels(const float* b, int64_t ldb, bool row_major, int64_t 
   } else {
     for (int64_t j0 = 0; j0 < nc; j0 += 16) {
       float* panel = panels + (j0 / kTileCols) * kc * kTileCols + j0 % kTileCols;
-      const int64_t width = std::min<int64_t>(16, nc - j0);
-      for (int64_t p0 = 0; p0 < kc; p0 += 16) {
-        const __mmask16 depth = first_lanes(kc - p0);
-        __m512 v[16];
-#pragma GCC unroll 16
-        for (int j = 0; j < 16; ++j) {
-          v[j] = j < width ? _mm512_maskz_loadu_ps(depth, b + (j0 + j) * ldb + p0)
-                           : _mm512_setzero_ps();
-        }
-        transpose16(v);
-        const int64_t rows = std::min<int64_t>(16, kc - p0);
-        for (int64_t p = 0; p < rows; ++p) _mm512_storeu_ps(panel + (p0 + p) * kTileCols, v[p]);
-      }
+      transpose_strip(b + j0 * ldb, ldb, std::min<int64_t>(16, nc - j0), kc, panel, kTileCols);
     }
   }
   if (nc % kTileCols != 0 && nc % kTileCols <= 16) {  // the last panel's second half
@@ -231,23 +236,6 @@ TS_AVX512 int64_t pack_row_block(const float* a, int64_t lda, int64_t rows, int6
 // within the noise of the old path.
 constexpr int64_t kStepsCopyColumns = 8 * kTileCols;
 constexpr int64_t kStepsCopyDepth = 128;
-
-// Copies rows [0, rows) x depth [0, kc) of a row-major a (a(i, p) at a[i * lda + p]), rows <=
-// 14, so that step p's floats lie at block[p * 16, p * 16 + rows), the rest of the 16 zero.
-TS_AVX512 void pack_row_block_by_steps(const float* a, int64_t lda, int64_t rows, int64_t kc,
-                                       float* block) {
-  for (int64_t p0 = 0; p0 < kc; p0 += 16) {
-    const __mmask16 depth = first_lanes(kc - p0);
-    __m512 v[16];
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; ++r) {
-      v[r] = r < rows ? _mm512_maskz_loadu_ps(depth, a + r * lda + p0) : _mm512_setzero_ps();
-    }
-    transpose16(v);
-    const int64_t steps = std::min<int64_t>(16, kc - p0);
-    for (int64_t p = 0; p < steps; ++p) _mm512_storeu_ps(block + (p0 + p) * 16, v[p]);
-  }
-}
 
 // Row blocks of a column-major a packed at once (kChunkBlocks x 14 rows).
 constexpr int64_t kChunkBlocks = 16;
@@ -312,7 +300,6 @@ TS_AVX512 void product(int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, floa
       const int64_t ldb = pack_b ? kTileCols : b.ld;
       const bool first = pc == 0;
       const bool pack_a = !a_in_place(a, kc);
-
       for (int64_t ic = 0; ic < m; ic += kChunkRows) {
         const int64_t chunk_rows = std::min(kChunkRows, m - ic);
         if (pack_a && !a.row_major) {
@@ -324,8 +311,8 @@ TS_AVX512 void product(int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, floa
               a.row_major && rows == kTileRows && nc >= kStepsCopyColumns && kc >= kStepsCopyDepth;
           const float* a_block = a.row_major ? a.data + i0 * a.ld + pc : a.data + pc * a.ld + i0;
           int64_t lda = a.ld;
-          if (a_by_steps) {
-            pack_row_block_by_steps(a_block, a.ld, rows, kc, block);
+          if (a_by_steps) {  // step p's 14 floats at block[p * 16]
+            transpose_strip(a_block, a.ld, rows, kc, block, 16);
             a_block = block;
             lda = 16;
           } else if (pack_a && a.row_major) {
