@@ -20,7 +20,9 @@
 // - b is packed per block of K and columns into panels of 32 columns (copies of rows, or 16 x 16
 //   transposes in registers for a column-major b: linear's weight, k^T in attention), except a
 //   row-major b with rows not 2 KiB multiples apart under fewer than 128 output rows (attention's
-//   v), read in place where the copy would not pay for itself.
+//   v), read in place where the copy would not pay for itself. A row-major b that fits in one
+//   core's L2 is packed by the first row block's tiles as they read it (Note [b packed by the
+//   first row block]).
 // - Blocks: 256 of K by as many columns of b as fill half the core's L2 (512 on a Zen 4, 1024 on
 //   a Xeon with 2 MiB; column_block), the block reused there by every 14 rows. The other
 //   order (b's panel kept in L1 across a's 14-row slivers packed K-major, as BLIS and GotoBLAS
@@ -91,12 +93,18 @@ int64_t column_block() {
   return columns;
 }
 
+// Steps of K ahead that the tiles packing b (kCopyB) ask for b's rows into L2: ~450 cycles of
+// FMAs, more than a line's wait in L3 (8 or 16 steps, or into L1, were within 1% of it).
+constexpr int64_t kCopyAheadSteps = 32;
+
 // One tile: c[0, R) x [0, cols) = (accumulate ? c : bias or 0) + a[0, R) x [0, kc) @ b[0, kc) x
 // [0, cols), cols <= 32. a(r, p) at a[r * lda + p] (kARowMajor) or a[p * lda + r]; b's rows are
 // ldb apart, 32 floats each read (kMasked: only the first cols, the rest zero); c row-major (ldc).
-template <int R, bool kARowMajor, bool kMasked>
+// kCopyB: b is read where it lies and each row's 32 floats are also written to b_copy (32 floats
+// apart: the tile's panel, the missing columns zero; Note [b packed by the first row block]).
+template <int R, bool kARowMajor, bool kMasked, bool kCopyB>
 TS_AVX512 void tile(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                    int64_t ldc, int64_t cols, bool accumulate, const float* bias) {
+                    int64_t ldc, int64_t cols, bool accumulate, const float* bias, float* b_copy) {
   const __mmask16 mask0 = kMasked ? first_lanes(cols) : static_cast<__mmask16>(0xFFFF);
   const __mmask16 mask1 = kMasked ? first_lanes(cols - 16) : static_cast<__mmask16>(0xFFFF);
   __m512 acc[R][2];
@@ -111,8 +119,19 @@ TS_AVX512 void tile(int64_t kc, const float* a, int64_t lda, const float* b, int
 #pragma GCC unroll 2
   for (int64_t p = 0; p < kc; ++p) {
     const float* bp = b + p * ldb;
+    if constexpr (kCopyB) {
+      if (p + kCopyAheadSteps < kc) {
+        const float* ahead = bp + kCopyAheadSteps * ldb;
+        _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + 16), _MM_HINT_T1);
+      }
+    }
     const __m512 b0 = kMasked ? _mm512_maskz_loadu_ps(mask0, bp) : _mm512_loadu_ps(bp);
     const __m512 b1 = kMasked ? _mm512_maskz_loadu_ps(mask1, bp + 16) : _mm512_loadu_ps(bp + 16);
+    if constexpr (kCopyB) {
+      _mm512_storeu_ps(b_copy + p * kTileCols, b0);
+      _mm512_storeu_ps(b_copy + p * kTileCols + 16, b1);
+    }
 #pragma GCC unroll 14
     for (int r = 0; r < R; ++r) {
       const __m512 x = _mm512_set1_ps(kARowMajor ? a[r * lda + p] : a[p * lda + r]);
@@ -138,23 +157,29 @@ TS_AVX512 void tile(int64_t kc, const float* a, int64_t lda, const float* b, int
 }
 
 using TileFn = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t,
-                        int64_t, bool, const float*);
+                        int64_t, bool, const float*, float*);
 
 // tile<R, ...> for R = 1 .. kTileRows, indexed by R - 1.
-template <bool kARowMajor, bool kMasked, size_t... I>
+template <bool kARowMajor, bool kMasked, bool kCopyB, size_t... I>
 constexpr std::array<TileFn, sizeof...(I)> tiles_by_rows(std::index_sequence<I...>) {
-  return {&tile<static_cast<int>(I) + 1, kARowMajor, kMasked>...};
+  return {&tile<static_cast<int>(I) + 1, kARowMajor, kMasked, kCopyB>...};
 }
 
+template <bool kCopyB>
 TileFn tile_for(int64_t rows, bool a_row_major, bool masked) {
   constexpr auto idx = std::make_index_sequence<kTileRows>();
-  static constexpr auto kRowMasked = tiles_by_rows<true, true>(idx);
-  static constexpr auto kRowFull = tiles_by_rows<true, false>(idx);
-  static constexpr auto kColMasked = tiles_by_rows<false, true>(idx);
-  static constexpr auto kColFull = tiles_by_rows<false, false>(idx);
+  static constexpr auto kRowMasked = tiles_by_rows<true, true, kCopyB>(idx);
+  static constexpr auto kRowFull = tiles_by_rows<true, false, kCopyB>(idx);
+  static constexpr auto kColMasked = tiles_by_rows<false, true, kCopyB>(idx);
+  static constexpr auto kColFull = tiles_by_rows<false, false, kCopyB>(idx);
   const auto& table =
       a_row_major ? (masked ? kRowMasked : kRowFull) : (masked ? kColMasked : kColFull);
   return table[static_cast<size_t>(rows - 1)];
+}
+
+TileFn tile_for(int64_t rows, bool a_row_major, bool masked, bool copy_b) {
+  return copy_b ? tile_for<true>(rows, a_row_major, masked)
+                : tile_for<false>(rows, a_row_major, masked);
 }
 
 // Writes `count` <= 16 vectors of kc floats, src + i * ld (i < count), transposed: kc rows of 16
@@ -270,6 +295,23 @@ struct Matrix {
   bool row_major;
 };
 
+// Note [b packed by the first row block]
+// b's block was packed before any tile ran, a copy with no FMAs beside it: 8% of 256 x 512 x 1024
+// (X W1) and 4% of 512 x 256 x 1024 (X^T dH) on one Xeon thread (bounded by a build that skipped
+// it). A row-major b is instead read in place by the first 14-row block's tiles, which write each
+// row of their 32 columns to the panel as they go (kCopyB), the rows asked for 32 steps ahead;
+// the other row blocks read the panels. Alternating in one process (medians of 21 rounds, one
+// Xeon thread, tiles forced, three runs): X W1 +1.3 to +1.8%, X^T dH +1.0 to +1.8%, the MLP step
+// +1.3 to +1.9%; at two threads the two products +1 to +4% (there the same code alternated
+// against itself moved by up to 2%). The first row block reads b down 32-column strips, a line pair
+// per row, which the hardware prefetchers do not follow across rows; from beyond the caches that
+// ran slower than the packing copy, which reads b's rows in order: 2048^3 -1% (b 16 MiB), 1024^3
+// -1.5 to +0.5% (4 MiB). So b is packed so only when all of it fits in one core's L2 (a layer's
+// weight, the gradient just written), where its lines are likely to be in cache.
+bool b_packed_by_first_row_block(bool b_row_major, int64_t k, int64_t n) {
+  return b_row_major && k * n * int64_t{sizeof(float)} <= core_l2_bytes();
+}
+
 // Whether the tiles read a's 14-row block in place rather than from a packed copy: row-major
 // rows not a multiple of 2 KiB apart (at most 4 of the 14 in one L1 set), or column-major blocks
 // shallow enough (64 steps, one line each) that their lines cannot crowd a set.
@@ -283,16 +325,18 @@ bool b_in_place(const Matrix& b, int64_t m) { return b.row_major && b.ld % 512 !
 
 // c (m x n, row-major, ldc) = a (m x k) @ b (k x n) (+ bias). `panels` holds a block of b:
 // min(k, kDepthBlock) x min(n, column_block()) floats, the columns rounded up to 32; `block`
-// block_floats(min(k, kDepthBlock)) floats.
+// block_floats(min(k, kDepthBlock)) floats. b_by_first_row_block: see
+// b_packed_by_first_row_block.
 TS_AVX512 void product(int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, float* c, int64_t ldc,
-                       const float* bias, float* panels, float* block) {
+                       const float* bias, float* panels, float* block, bool b_by_first_row_block) {
   const int64_t column_block_size = column_block();
   for (int64_t jc = 0; jc < n; jc += column_block_size) {
     const int64_t nc = std::min(column_block_size, n - jc);
     for (int64_t pc = 0; pc < k; pc += kDepthBlock) {
       const int64_t kc = std::min(kDepthBlock, k - pc);
       const bool pack_b = !b_in_place(b, m);
-      if (pack_b) {
+      const bool pack_by_tiles = pack_b && b_by_first_row_block;
+      if (pack_b && !pack_by_tiles) {
         pack_panels(b.row_major ? b.data + pc * b.ld + jc : b.data + jc * b.ld + pc, b.ld,
                     b.row_major, kc, nc, panels);
       }
@@ -324,11 +368,16 @@ TS_AVX512 void product(int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, floa
           }
           // a as the tiles read it: rows (in place or copied by rows) or steps.
           const bool tile_a_rows = a.row_major && !a_by_steps;
+          // The first row block packs b as it reads it (Note [b packed by the first row block]).
+          const bool copy_b = pack_by_tiles && i0 == 0;
           for (int64_t j = 0; j < nc; j += kTileCols) {
             const int64_t cols = std::min(kTileCols, nc - j);
-            const TileFn fn = tile_for(rows, tile_a_rows, cols < kTileCols);
-            fn(kc, a_block, lda, b_block + (pack_b ? j * kc : j), ldb, c + i0 * ldc + jc + j, ldc,
-               cols, !first, first && bias != nullptr ? bias + jc + j : nullptr);
+            const TileFn fn = tile_for(rows, tile_a_rows, cols < kTileCols, copy_b);
+            const float* b_tile =
+                copy_b ? b.data + pc * b.ld + jc + j : b_block + (pack_b ? j * kc : j);
+            fn(kc, a_block, lda, b_tile, copy_b ? b.ld : ldb, c + i0 * ldc + jc + j, ldc, cols,
+               !first, first && bias != nullptr ? bias + jc + j : nullptr,
+               copy_b ? panels + j * kc : nullptr);
           }
         }
       }
@@ -386,6 +435,7 @@ bool tile_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tens
   if (!tile_matmul_available()) return false;
   const Float32Products p(out, a, b);
   const int64_t n = p.n, k = p.k;
+  const bool b_by_first_row_block = b_packed_by_first_row_block(p.lb.row_major, k, n);
   const float* pbias = bias.defined() ? static_cast<const float*>(bias.raw_data()) : nullptr;
 
   // b's panels and a's block, one set per OpenMP thread, from the caching allocator (which
@@ -409,7 +459,8 @@ bool tile_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tens
                       p.lb.row_major};
       float* own = pscratch + omp_get_thread_num() * scratch_floats;
       product(p.m, cols, k, ma, mb, p.out_matrix(i) + begin, n,
-              pbias != nullptr ? pbias + begin : nullptr, own, own + panel_floats);
+              pbias != nullptr ? pbias + begin : nullptr, own, own + panel_floats,
+              b_by_first_row_block);
     });
     return true;
   }
@@ -420,7 +471,8 @@ bool tile_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tens
     // Whole products run one after another on a thread; a product cut between threads does not.
     if (rows == p.m) next_product_ahead(p, i + 1);
     float* own = pscratch + omp_get_thread_num() * scratch_floats;
-    product(rows, n, k, ma, mb, p.out_matrix(i) + begin * n, n, pbias, own, own + panel_floats);
+    product(rows, n, k, ma, mb, p.out_matrix(i) + begin * n, n, pbias, own, own + panel_floats,
+            b_by_first_row_block);
   });
   return true;
 }

@@ -207,7 +207,8 @@ TEST_CASE("the narrow kernels on every output width and layout", "[runtime][lina
 // Tile edges (1 to 14 rows, 1 to 32 columns of a 14 x 32 tile), several blocks of K (256) and of
 // columns (512), every layout of a and b, each operand read in place and packed (Note
 // [Register-tile float32 products]: rows 2 KiB apart, 128 output rows or more, column-major a
-// deeper than 64, row-major a's full blocks copied by steps), each against float64.
+// deeper than 64, row-major a's full blocks copied by steps, a row-major b packed by the first
+// row block's tiles or before them), each against float64.
 // linear's bias on them: the case below.
 TEST_CASE("the tile kernels on every tile edge, block and layout", "[runtime][linalg][gemm]") {
   if (!cpu::gemm_backend_available(GemmBackend::kTiles)) {
@@ -235,6 +236,12 @@ TEST_CASE("the tile kernels on every tile edge, block and layout", "[runtime][li
   for (int64_t m : {1, 13, 14, 15, 29}) dims.push_back({m, 256, 150});
   dims.push_back({15, 257, 140});  // the last tile 1 column wide
   dims.push_back({28, 300, 600});  // three blocks of K, the last 88 deep (not copied by steps)
+  // A packed row-major b: packed by the first row block's tiles where all of b fits in one core's
+  // L2, two blocks of columns (the last 8 wide) and of K; the first row block 5 rows high; b over
+  // the L2 (2.4 MB) packed before the tiles (Note [b packed by the first row block]).
+  dims.push_back({130, columns + 8, 300});
+  dims.push_back({5, 512, 300});
+  dims.push_back({20, 1024, 600});
   uint64_t seed = 500;
   for (int threads : {1, 2}) {
     const IntraOpThreadsGuard guard(threads);
