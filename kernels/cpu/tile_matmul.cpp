@@ -94,7 +94,7 @@ int64_t column_block() {
 }
 
 // Steps of K ahead that the tiles packing b (kCopyB) ask for b's rows into L2: ~450 cycles of
-// FMAs, more than a line's wait in L3 (8 or 16 steps, or into L1, were within 1% of it).
+// FMAs, more than a line's wait in L3 (4 to 64 steps, into L1 or L2, within about 1% of it).
 constexpr int64_t kCopyAheadSteps = 32;
 
 // One tile: c[0, R) x [0, cols) = (accumulate ? c : bias or 0) + a[0, R) x [0, kc) @ b[0, kc) x
@@ -301,7 +301,7 @@ struct Matrix {
 // it). A row-major b is instead read in place by the first 14-row block's tiles, which write each
 // row of their 32 columns to the panel as they go (kCopyB), the rows asked for 32 steps ahead;
 // the other row blocks read the panels. Alternating in one process (medians of 21 rounds, one
-// Xeon thread, tiles forced, three runs): X W1 +1.3 to +1.8%, X^T dH +1.0 to +1.8%, the MLP step
+// Xeon thread, tiles forced, two runs): X W1 +1.3 to +1.8%, X^T dH +1.0 to +1.8%, the MLP step
 // +1.3 to +1.9%; at two threads the two products +1 to +4% (there the same code alternated
 // against itself moved by up to 2%). The first row block reads b down 32-column strips, a line pair
 // per row, which the hardware prefetchers do not follow across rows; from beyond the caches that
