@@ -336,11 +336,10 @@ TS_AVX512 void product(int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, floa
       const int64_t kc = std::min(kDepthBlock, k - pc);
       const bool pack_b = !b_in_place(b, m);
       const bool pack_by_tiles = pack_b && b_by_first_row_block;
-      if (pack_b && !pack_by_tiles) {
-        pack_panels(b.row_major ? b.data + pc * b.ld + jc : b.data + jc * b.ld + pc, b.ld,
-                    b.row_major, kc, nc, panels);
-      }
-      const float* b_block = pack_b ? panels : b.data + pc * b.ld + jc;
+      // b's block where it lies: kc x nc from row pc, column jc.
+      const float* b_here = b.row_major ? b.data + pc * b.ld + jc : b.data + jc * b.ld + pc;
+      if (pack_b && !pack_by_tiles) pack_panels(b_here, b.ld, b.row_major, kc, nc, panels);
+      const float* b_block = pack_b ? panels : b_here;
       const int64_t ldb = pack_b ? kTileCols : b.ld;
       const bool first = pc == 0;
       const bool pack_a = !a_in_place(a, kc);
@@ -373,8 +372,7 @@ TS_AVX512 void product(int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, floa
           for (int64_t j = 0; j < nc; j += kTileCols) {
             const int64_t cols = std::min(kTileCols, nc - j);
             const TileFn fn = tile_for(rows, tile_a_rows, cols < kTileCols, copy_b);
-            const float* b_tile =
-                copy_b ? b.data + pc * b.ld + jc + j : b_block + (pack_b ? j * kc : j);
+            const float* b_tile = copy_b ? b_here + j : b_block + (pack_b ? j * kc : j);
             fn(kc, a_block, lda, b_tile, copy_b ? b.ld : ldb, c + i0 * ldc + jc + j, ldc, cols,
                !first, first && bias != nullptr ? bias + jc + j : nullptr,
                copy_b ? panels + j * kc : nullptr);
