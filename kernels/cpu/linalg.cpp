@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -65,8 +64,12 @@ namespace tessera::cpu {
 //   threads split a product by its output (columns, else rows), and K only repeats its blocks of
 //   depth, so the trial keeps the output's shape longest. Cut M first (512 x 1024 x 1024), the
 //   trial picked oneDNN in 8-11 of 40 at two Xeon threads, where the tiles ran 1024^3 and 2048^3
-//   3-7% faster; cut K first (1024 x 1024 x 512), the tiles in 28-30 of 30. Rounds in rotating
-//   order, at least three and on short products as many as fit in 4 ms (up to 50), each
+//   3-7% faster; cut K first (1024 x 1024 x 512), the tiles in 28-30 of 30. Each backend runs
+//   the product once untimed first: its first run pays once-per-process costs (oneDNN's
+//   primitive, the first touch of packing buffers: 1.8-9 ms against 0.85-1.0 after, on the
+//   MLP's 512 x 256 x 1024 at two Xeon threads), and with it among three timed runs the median
+//   was the slower of the other two, so one slow run more decided the class. Then rounds in
+//   rotating order, at least three and on short products as many as fit in 4 ms (up to 50), each
 //   backend's median run counting: on a short product at two threads a backend's own variance
 //   (waking its second thread) is part of what the product costs. On more than one thread the trial
 //   first waits for the OpenMP team to be awake (Note [Trials on a waking thread team] in
@@ -79,11 +82,11 @@ namespace tessera::cpu {
 //   at 0.8x oneDNN on one EPYC thread and at 1.3x on one Xeon thread (49-56 against 65-100 us
 //   inside the step), so they are timed on shallow products too. Eigen is timed only on trials of
 //   at most 64^3 multiply-adds: on larger ones it ran at a third or less of oneDNN's and OpenBLAS's
-//   rate on every shape of the bench (and would triple the cost). Cost: three runs each of oneDNN,
-//   OpenBLAS and the tile kernels on <= 268 MFLOP, ~25 ms at the EPYC's ~100 GFLOP/s per thread
-//   (~100 ms for a class of products over 268 MFLOP, whose trial is 1.07 GFLOP: less than one of
-//   them), about 4 ms for the MLP's 10-wide layer (gemm_backends_bench prints it as "choice ms";
-//   a loaded machine stretches it); a training step touches a handful of classes.
+//   rate on every shape of the bench (and would triple the cost). Cost: four runs each (one
+//   untimed) of oneDNN, OpenBLAS and the tile kernels on <= 268 MFLOP, ~33 ms at the EPYC's ~100
+//   GFLOP/s per thread (~120 ms for a class of products over 268 MFLOP, whose trial is 1.07 GFLOP:
+//   less than one of them), about 5 ms for the MLP's 10-wide layer (gemm_backends_bench prints it
+//   as "choice ms"; a loaded machine stretches it); a training step touches a handful of classes.
 // - TESSERA_CPU_GEMM=onednn|openblas|eigen|narrow|tiles forces a backend (auto: the measured
 //   choice); GemmBackendOverride forces one per thread for the tests and benchmarks.
 // - Threads: Debian's OpenBLAS is the pthread build, whose thread count is process-global and
@@ -283,6 +286,11 @@ GemmBackend fastest_gemm_backend(const Tensor& out, const Tensor& a, const Tenso
   if (candidates.empty()) return GemmBackend::kEigen;
   if (candidates.size() == 1) return candidates.front();
   wait_until_thread_team_awake();  // Note [Trials on a waking thread team]
+  // Each backend's first run pays what it pays once per process (oneDNN's primitive, the
+  // packing buffers' first touch): untimed, and a backend that declines it drops out.
+  std::erase_if(candidates,
+                [&](GemmBackend backend) { return !run_gemm_backend(backend, out, a, b, bias); });
+  if (candidates.size() <= 1) return candidates.empty() ? GemmBackend::kEigen : candidates.front();
   std::vector<std::vector<double>> runs(candidates.size());
   // Rounds and statistic: Note [CPU float32 GEMM choice].
   constexpr int kMaxRounds = 50;
@@ -293,15 +301,14 @@ GemmBackend fastest_gemm_backend(const Tensor& out, const Tensor& a, const Tenso
     for (size_t j = 0; j < candidates.size(); ++j) {
       const size_t i = (j + static_cast<size_t>(round)) % candidates.size();
       const auto t0 = std::chrono::steady_clock::now();
-      if (!run_gemm_backend(candidates[i], out, a, b, bias)) continue;
+      run_gemm_backend(candidates[i], out, a, b, bias);  // it took this product untimed
       const std::chrono::duration<double> t = std::chrono::steady_clock::now() - t0;
       runs[i].push_back(t.count());
       spent += t.count();
     }
   }
-  std::vector<double> typical(candidates.size(), std::numeric_limits<double>::infinity());
+  std::vector<double> typical(candidates.size());
   for (size_t i = 0; i < candidates.size(); ++i) {
-    if (runs[i].empty()) continue;  // the backend declined the product
     std::nth_element(runs[i].begin(), runs[i].begin() + runs[i].size() / 2, runs[i].end());
     typical[i] = runs[i][runs[i].size() / 2];
   }
