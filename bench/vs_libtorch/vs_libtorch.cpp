@@ -203,9 +203,26 @@ int main(int argc, char** argv) {
                              "rel diff");
     std::cout << fmt::format("|{:-<60}|{:-<13}|{:-<13}|{:-<8}|{:-<8}|{:-<8}|{:-<11}|\n", "", "", "",
                              "", "", "", "");
+    const auto selected = [&](const vs::Case& c) {
+      return options.filter.empty() || c.name.find(options.filter) != std::string::npos;
+    };
+    // Note [One-time choices before the peer runs]
+    // Tessera's first product of a shape class times its GEMM backends and keeps the fastest for
+    // the rest of the process (Note [CPU float32 GEMM choice] in kernels/cpu/linalg.cpp). Made
+    // inside time_case, that trial came right after the previous case's libtorch samples, while
+    // the OpenBLAS workers under libtorch could still spin beside it (Note [Each sample in its
+    // own steady state]). In 4 of 20 processes (`--threads 2 --filter "MLP part: X"`) some of
+    // the two-thread X^T dH trial's runs took 4-9 ms where they take 0.85-1.2, and 3 of them
+    // kept OpenBLAS or oneDNN, ~20% slower on it than the tiles for the whole run (full run AM:
+    // 1.021 ms, against 0.82 in run AN). A program of Tessera alone makes that choice with no
+    // such neighbour, so each selected case's Tessera side runs once here, before libtorch runs
+    // at these threads: in 10 of 10 processes after, X^T dH ran at 0.81-0.88 ms.
+    for (const vs::Case& c : cases) {
+      if (selected(c)) c.tessera();
+    }
     std::vector<std::pair<const vs::Case*, vs::CaseTiming>> with_products, memory_bound, over;
     for (const vs::Case& c : cases) {
-      if (!options.filter.empty() && c.name.find(options.filter) == std::string::npos) continue;
+      if (!selected(c)) continue;
       const vs::CaseTiming t = vs::time_case(c, options.rounds);
       if (c.product_flops > 0) with_products.emplace_back(&c, t);
       if (c.plain_loop) memory_bound.emplace_back(&c, t);
