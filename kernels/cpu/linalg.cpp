@@ -66,7 +66,7 @@ namespace tessera::cpu {
 //   trial picked oneDNN in 8-11 of 40 at two Xeon threads, where the tiles ran 1024^3 and 2048^3
 //   3-7% faster; cut K first (1024 x 1024 x 512), the tiles in 28-30 of 30. Each backend runs
 //   the product once untimed first: its first run pays once-per-process costs (oneDNN's
-//   primitive, the first touch of packing buffers: 1.8-9 ms against 0.85-1.0 after, on the
+//   primitive, the first touch of packing buffers: 1.7-9.2 ms against 0.83-1.1 after, on the
 //   MLP's 512 x 256 x 1024 at two Xeon threads), and with it among three timed runs the median
 //   was the slower of the other two, so one slow run more decided the class. Then rounds in
 //   rotating order, at least three and on short products as many as fit in 4 ms (up to 50), each
