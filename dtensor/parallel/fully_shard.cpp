@@ -1,7 +1,10 @@
 #include "dtensor/parallel/fully_shard.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "autograd/function.h"
@@ -18,10 +21,16 @@ namespace {
 
 constexpr const char* kFsdpKey = "tessera.fully_shard";
 
+// Where a module registers a managed parameter: a tied weight has several (module, name) uses.
+struct ParamUse {
+  nn::Module* module = nullptr;
+  std::string name;
+  std::string path;  // from the fully_shard'ed module, for errors
+};
+
 // A parameter one fully_shard manages, and where its shard sits in the module's flat buffer.
 struct ManagedParam {
-  nn::Module* owner = nullptr;
-  std::string name;
+  std::vector<ParamUse> uses;
   Tensor param;  // the registered Shard(0) DTensor
   Shape shape;
   int64_t rows = 0;
@@ -142,8 +151,9 @@ std::vector<Tensor> unshard(const std::shared_ptr<FsdpState>& s) {
   std::vector<Tensor> unsharded = GatherUnflatten::apply(flat_shards(*s), s, reduce);
   for (size_t i = 0; i < s->params.size(); ++i) {
     const ManagedParam& p = s->params[i];
-    p.owner->override_parameter(
-        p.name, p.tp_spec == nullptr ? unsharded[i] : as_tensor_parallel(unsharded[i], *p.tp_spec));
+    const Tensor installed =
+        p.tp_spec == nullptr ? unsharded[i] : as_tensor_parallel(unsharded[i], *p.tp_spec);
+    for (const ParamUse& use : p.uses) use.module->override_parameter(use.name, installed);
   }
   return unsharded;
 }
@@ -164,7 +174,9 @@ void refill(const FsdpState& s, const std::vector<Tensor>& unsharded) {
 // reshard_after_forward the unsharded tensors give their memory back until backward needs them.
 void reshard(const std::shared_ptr<FsdpState>& s, const std::vector<Tensor>& unsharded,
              const Tensor& output) {
-  for (const ManagedParam& p : s->params) p.owner->restore_parameter(p.name);
+  for (const ManagedParam& p : s->params) {
+    for (const ParamUse& use : p.uses) use.module->restore_parameter(use.name);
+  }
   if (!s->options.reshard_after_forward || !s->inner || unsharded.empty()) return;
   for (const Tensor& u : unsharded) u.storage()->release_memory();
   if (output.defined() && output.requires_grad()) {
@@ -255,38 +267,158 @@ Tensor shard_tensor_parallel(const std::string& path, const DTensor& d, const De
   return leaf;
 }
 
-// The modules of `root`'s subtree whose parameters it manages: not inside an inner fully_shard.
-void collect(nn::Module& m, const std::string& prefix, bool is_root, const DeviceMesh& mesh,
-             FsdpState& s) {
-  if (!is_root && m.extension(kFsdpKey) != nullptr) {
-    std::static_pointer_cast<FsdpState>(m.extension(kFsdpKey))->inner = true;
-    return;
+// Which unit manages each sharded parameter, per rank thread: a parameter reached again from
+// another module (a tied weight) is found whichever path reaches it. The state holds the
+// parameter, so a live entry's TensorImpl is never reused.
+std::unordered_map<const TensorImpl*, std::weak_ptr<FsdpState>>& managed_params() {
+  thread_local std::unordered_map<const TensorImpl*, std::weak_ptr<FsdpState>> registry;
+  std::erase_if(registry, [](const auto& entry) { return entry.second.expired(); });
+  return registry;
+}
+
+std::shared_ptr<FsdpState> unit_of(const Tensor& param) {
+  auto& registry = managed_params();
+  const auto it = registry.find(param.unsafe_impl());
+  return it == registry.end() ? nullptr : it->second.lock();
+}
+
+// Recomputes where each parameter's chunk sits in the unit's flat buffer (after one moved out).
+void relayout(FsdpState& s) {
+  s.flat_numel = 0;
+  for (ManagedParam& p : s.params) {
+    p.offset = s.flat_numel;
+    s.flat_numel += p.chunk_rows * p.row_numel;
   }
-  for (const auto& [name, t] : m.named_parameters(/*recurse=*/false)) {
-    const std::string path = prefix + name;
-    TS_CHECK(t.dim() >= 1, "[fully_shard] parameter '", path,
+}
+
+// Sharding one module's subtree: the modules whose parameters it manages are those not inside an
+// inner fully_shard. Each module and each parameter is handled once, as named_parameters lists
+// them: a module at two paths is one module, a tied weight one parameter with several uses.
+// FSDP2 assigns a shared parameter to the unit of its uses' lowest common ancestor, so a tied
+// weight an inner unit took moves to this one when a module outside the inner unit uses it too.
+class Collector {
+ public:
+  Collector(const DeviceMesh& mesh, std::shared_ptr<FsdpState> state)
+      : mesh_(mesh), state_(std::move(state)) {}
+
+  // Everything that can fail is checked before any parameter changes: a parameter of another
+  // unit outside this subtree (a tie between sibling units) leaves the module as it was.
+  void check(nn::Module& root) {
+    std::unordered_set<const nn::Module*> seen;
+    find_inner_units(root, true, seen);
+    seen.clear();
+    check_shared(root, "", true, seen);
+  }
+
+  void collect(nn::Module& m, const std::string& prefix, bool is_root) {
+    if (!visited_.insert(&m).second) return;
+    if (!is_root && m.extension(kFsdpKey) != nullptr) {
+      std::static_pointer_cast<FsdpState>(m.extension(kFsdpKey))->inner = true;
+      return;
+    }
+    for (const auto& [name, t] : m.named_parameters(/*recurse=*/false)) {
+      const ParamUse use{&m, name, prefix + name};
+      const auto known = index_.find(t.unsafe_impl());
+      if (known != index_.end()) {
+        state_->params[known->second].uses.push_back(use);
+      } else if (std::shared_ptr<FsdpState> unit = unit_of(t); unit != nullptr) {
+        adopt(*unit, t, use);
+      } else {
+        add_new(m, t, use);
+      }
+    }
+    for (const auto& [name, child] : m.named_children()) {
+      collect(*child, prefix + name + ".", false);
+    }
+  }
+
+ private:
+  void find_inner_units(nn::Module& m, bool is_root, std::unordered_set<const nn::Module*>& seen) {
+    if (!seen.insert(&m).second) return;
+    if (!is_root && m.extension(kFsdpKey) != nullptr) {
+      inner_units_.insert(static_cast<const FsdpState*>(m.extension(kFsdpKey).get()));
+    }
+    for (const auto& entry : m.named_children()) find_inner_units(*entry.second, false, seen);
+  }
+
+  void check_shared(nn::Module& m, const std::string& prefix, bool is_root,
+                    std::unordered_set<const nn::Module*>& seen) {
+    if (!seen.insert(&m).second) return;
+    if (!is_root && m.extension(kFsdpKey) != nullptr) return;
+    for (const auto& [name, t] : m.named_parameters(/*recurse=*/false)) {
+      const std::shared_ptr<FsdpState> unit = unit_of(t);
+      if (unit == nullptr) continue;
+      const ParamUse& other = owner_use(*unit, t);
+      TS_CHECK(inner_units_.contains(unit.get()), "[fully_shard] parameter '", prefix, name,
+               "' of this ", m.name(), " is also parameter '", other.path, "' of a ",
+               other.module->name(),
+               " that another fully_shard manages, outside the subtree of the module being "
+               "sharded now; a shared (tied) parameter belongs to the unit of its uses' lowest "
+               "common ancestor: fully_shard that ancestor, and not the modules in between");
+      TS_CHECK(DTensor(t).device_mesh() == mesh_, "[fully_shard] parameter '", prefix, name,
+               "' is shared with '", other.path, "', sharded by an inner fully_shard on ",
+               DTensor(t).device_mesh().to_string(), ", but this fully_shard's mesh is ",
+               mesh_.to_string(), "; shard a tied parameter's units on one mesh");
+    }
+    for (const auto& [name, child] : m.named_children()) {
+      check_shared(*child, prefix + name + ".", false, seen);
+    }
+  }
+
+  static const ParamUse& owner_use(const FsdpState& unit, const Tensor& t) {
+    for (const ManagedParam& p : unit.params) {
+      if (p.param.unsafe_impl() == t.unsafe_impl()) return p.uses.front();
+    }
+    TS_INTERNAL_ASSERT(false, "[fully_shard] a registered parameter its unit does not hold");
+    return unit.params.front().uses.front();
+  }
+
+  // Moves the parameter an inner unit manages into this one, with one more use.
+  void adopt(FsdpState& unit, const Tensor& t, const ParamUse& use) {
+    const auto it = std::find_if(unit.params.begin(), unit.params.end(), [&](const auto& p) {
+      return p.param.unsafe_impl() == t.unsafe_impl();
+    });
+    TS_INTERNAL_ASSERT(it != unit.params.end(), "[fully_shard] a tied parameter's unit lost it");
+    ManagedParam p = std::move(*it);
+    unit.params.erase(it);
+    relayout(unit);
+    p.uses.push_back(use);
+    push(std::move(p));
+  }
+
+  void add_new(nn::Module& m, const Tensor& t, const ParamUse& use) {
+    TS_CHECK(t.dim() >= 1, "[fully_shard] parameter '", use.path,
              "' is 0-dim; fully_shard shards dim 0 of every parameter");
     // A DTensor parameter is sharded over dp as its tensor-parallel shard.
     const Tensor local = t.is_distributed() ? DTensor(t).to_local() : t;
-    const int64_t n = mesh.size();
+    const int64_t n = mesh_.size();
     ManagedParam p;
-    p.owner = &m;
-    p.name = name;
+    p.uses.push_back(use);
     p.shape = local.sizes();
     p.rows = local.size(0);
     p.row_numel = p.rows == 0 ? 0 : local.numel() / p.rows;
     p.chunk_rows = (p.rows + n - 1) / n;
-    p.offset = s.flat_numel;
-    s.flat_numel += p.chunk_rows * p.row_numel;
-    const Tensor sharded = t.is_distributed() ? shard_tensor_parallel(path, DTensor(t), mesh, p)
-                                              : detail::distribute_leaf(t, mesh, {Shard(0)});
-    p.param = m.register_parameter(name, sharded, t.requires_grad());
-    s.params.push_back(std::move(p));
+    const Tensor sharded = t.is_distributed()
+                               ? shard_tensor_parallel(use.path, DTensor(t), mesh_, p)
+                               : detail::distribute_leaf(t, mesh_, {Shard(0)});
+    p.param = m.register_parameter(use.name, sharded, t.requires_grad());
+    push(std::move(p));
   }
-  for (const auto& [name, child] : m.named_children()) {
-    collect(*child, prefix + name + ".", false, mesh, s);
+
+  void push(ManagedParam p) {
+    p.offset = state_->flat_numel;
+    state_->flat_numel += p.chunk_rows * p.row_numel;
+    index_[p.param.unsafe_impl()] = state_->params.size();
+    managed_params()[p.param.unsafe_impl()] = state_;
+    state_->params.push_back(std::move(p));
   }
-}
+
+  const DeviceMesh& mesh_;
+  std::shared_ptr<FsdpState> state_;
+  std::unordered_set<const nn::Module*> visited_;
+  std::unordered_map<const TensorImpl*, size_t> index_;  // parameter -> its index in params
+  std::unordered_set<const FsdpState*> inner_units_;
+};
 
 }  // namespace
 
@@ -301,7 +433,9 @@ void fully_shard(nn::Module& module, const DeviceMesh& mesh, FullyShardOptions o
   auto state = std::make_shared<FsdpState>();
   state->group = mesh.get_group(0);
   state->options = options;
-  collect(module, "", true, mesh, *state);
+  Collector collector(mesh, state);
+  collector.check(module);
+  collector.collect(module, "", true);
   module.set_extension(kFsdpKey, state);
   // The unsharded tensors of the call in flight (pre-hook to hook of one call).
   auto in_flight = std::make_shared<std::vector<Tensor>>();

@@ -17,6 +17,12 @@
 // 2-D mesh (Shard(0) on dp, or StridedShard(0, tp size) when tp shards rows too and dp is the
 // first mesh dim), and forward sees them as the tp DTensors the styles made.
 //
+// Shared parameters stay one parameter, as named_parameters lists them: a module reached at two
+// paths is sharded once, and a tied weight (an embedding and the output head sharing it) is one
+// DTensor that every module using it sees unsharded in forward. As FSDP2, a shared parameter
+// belongs to the unit of its uses' lowest common ancestor: fully_shard(root) after
+// fully_shard(embedding) moves the tied weight from the embedding's unit to the root's.
+//
 // Parameters with fewer rows than ranks are fine: torch.chunk gives the trailing ranks empty
 // shards, padded with zeros in the flat buffers (an 8-row weight on 4 ranks holds 2 rows each; a
 // 3-row bias holds 1, 1, 1, 0).
@@ -37,7 +43,8 @@ struct FullyShardOptions {
   std::optional<DType> reduce_dtype = std::nullopt;
 };
 
-// Errors: a mesh that is not 1-D, a module fully_shard'ed before, a 0-dim parameter, a DTensor
+// Errors: a mesh that is not 1-D, a module fully_shard'ed before, a 0-dim parameter, a parameter
+// shared with a module another fully_shard manages outside this module's subtree, a DTensor
 // parameter not on the other dim of the 2-D mesh `mesh` is a dim of (or Partial there), a 2-D
 // layout placements cannot describe (uneven tensor-parallel rows, see fully_shard.cpp).
 void fully_shard(nn::Module& module, const DeviceMesh& mesh, FullyShardOptions options = {});
