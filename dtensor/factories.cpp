@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "dtensor/generator_sync.h"
 #include "dtensor/local_layout.h"
 #include "dtensor/redistribute/runs.h"
 #include "runtime/ops.h"
@@ -48,6 +49,7 @@ DTensor random_factory(const char* op, const Shape& shape, const FactoryOptions&
                  "] expects a floating-point dtype, got ", options.dtype);
   // Note [Random ops on distributed tensors] (runtime/ops/random.cpp): the rank draws only the
   // counters of its elements.
+  agree_generator(spec->mesh, gen != nullptr ? *gen : default_generator());
   Tensor local = Tensor::make_empty(spec->local_shape(), options.dtype, Device::cpu());
   detail::fill_random_runs(local, kind, global_row_runs(*spec, spec->coordinate()), shape.numel(),
                            gen);

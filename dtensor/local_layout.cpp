@@ -1,5 +1,7 @@
 #include "dtensor/local_layout.h"
 
+#include "dtensor/generator_sync.h"
+
 namespace tessera::dtensor {
 
 std::vector<GlobalRun> global_row_runs(const DTensorSpec& spec,
@@ -69,5 +71,7 @@ Shape CallLayout::output_shape(size_t output) const {
                      " of ", outputs_.size());
   return outputs_[output].shape;
 }
+
+void CallLayout::agree_generator(Generator& gen) const { dtensor::agree_generator(mesh_, gen); }
 
 }  // namespace tessera::dtensor

@@ -28,6 +28,7 @@ class CallLayout final : public LocalLayout {
   std::vector<GlobalRun> output_runs(size_t output) const override;
   Shape input_shape(size_t input) const override;
   Shape output_shape(size_t output) const override;
+  void agree_generator(Generator& gen) const override;
 
  private:
   std::vector<int64_t> coordinate() const;

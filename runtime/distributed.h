@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/generator.h"
 #include "runtime/tensor.h"
 
 namespace tessera {
@@ -63,6 +64,10 @@ class LocalLayout {
   // Input i's / output o's global shape.
   virtual Shape input_shape(size_t input) const = 0;
   virtual Shape output_shape(size_t output) const = 0;
+  // Random ops call it before drawing: makes `gen`'s state the same on every rank of the call's
+  // mesh (that of the mesh's first rank, as PyTorch's RNG tracker takes rank 0's), with one
+  // collective after each manual_seed, none otherwise.
+  virtual void agree_generator(Generator& gen) const = 0;
 };
 
 // What the local lambda receives: the inputs' local tensors (undefined where the op's optional

@@ -21,6 +21,7 @@ class Generator {
   void manual_seed(uint64_t seed) {
     seed_ = seed;
     offset_ = 0;
+    agreed_on_ = 0;
   }
   void set_offset(uint64_t offset) { offset_ = offset; }
   // Reserves `n` 128-bit counters; returns the offset of the first.
@@ -29,10 +30,16 @@ class Generator {
     offset_ += n;
     return first;
   }
+  // Set by dtensor/ once it made this state the same on every rank of a mesh (an opaque nonzero
+  // key of the mesh; Note [Generators agree across a mesh] in dtensor/generator_sync.h): ranks
+  // may seed differently, and manual_seed clears it.
+  uint64_t agreed_on() const { return agreed_on_; }
+  void set_agreed_on(uint64_t mesh_key) { agreed_on_ = mesh_key; }
 
  private:
   uint64_t seed_;
   uint64_t offset_ = 0;
+  uint64_t agreed_on_ = 0;
 };
 
 // The calling thread's (rank's) default generator.

@@ -114,6 +114,7 @@ Tensor random_like(const char* op, const Tensor& t, detail::RandomFill kind, Gen
   check_floating(op, t.dtype());
   if (any_distributed(t)) {
     return distributed_op(op, {t}, {}, [kind, gen](const LocalCall& c) {
+      c.layout.agree_generator(gen != nullptr ? *gen : default_generator());
       Tensor out = Tensor::make_empty(c.out_shapes[0], c.in[0].dtype(), c.in[0].device());
       detail::fill_random_runs(out, kind, c.layout.output_runs(0), c.layout.output_shape(0).numel(),
                                gen);
@@ -160,6 +161,7 @@ Tensor dropout(const Tensor& a, double p, bool train, Generator* gen) {
   if (any_distributed(a)) {
     check_dropout_input(a);
     return distributed_op("dropout", {a}, {.reals = {p}}, [p, gen](const LocalCall& c) {
+      c.layout.agree_generator(gen != nullptr ? *gen : default_generator());
       return std::vector{detail::dropout_runs(c.in[0], p, c.layout.output_runs(0),
                                               c.layout.output_shape(0).numel(), gen)};
     });

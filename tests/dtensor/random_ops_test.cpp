@@ -143,5 +143,44 @@ TEST_CASE("a training step with dropout gives the single-device loss and gradien
   });
 }
 
+// torch's test_deterministic_dropout_1d: ranks seeded differently (manual_seed(100 + rank)) draw
+// rank 0's values on a Replicate DTensor (Note [Generators agree across a mesh]), with one
+// broadcast after the seeding and none on later draws; a 2-D mesh agrees with its first rank.
+TEST_CASE("random ops on DTensors agree with the mesh's first rank when ranks seed differently",
+          "[dtensor][random]") {
+  const Tensor x = ints({6, 5}, 7) / 10 + 1;
+  for (const Shape& mesh_shape : {Shape{4}, Shape{2, 2}}) {
+    INFO("mesh " << mesh_shape);
+    on_mesh(mesh_shape, [&](const DeviceMesh& mesh) {
+      Failures f;
+      manual_seed(100);
+      const Tensor want1 = dropout(x, 0.4);
+      const Tensor want2 = rand_like(x);
+      const Tensor want_randn = randn({6, 5});
+      const int64_t rank = dist::world()->rank();
+      manual_seed(100 + static_cast<uint64_t>(rank));
+      const Tensor d = distribute_tensor(x, mesh, Placements(mesh.ndim(), Replicate()));
+      debug::CommDebugMode mode;
+      const Tensor got1 = dropout(d, 0.4);
+      const auto first = mode.get_comm_counts();
+      const Tensor got2 = rand_like(d);
+      const auto after = mode.get_comm_counts();
+      if (first != std::map<std::string, int64_t>{{"broadcast", 1}} || after != first) {
+        f.push_back("collectives:\n" + mode.tracing_table());
+      }
+      if (!equal(DTensor(got1).to_local(), want1)) f.push_back("dropout is not rank 0's");
+      if (!equal(DTensor(got2).to_local(), want2)) f.push_back("rand_like is not rank 0's");
+      manual_seed(100 + static_cast<uint64_t>(rank));
+      (void)dropout(d, 0.4);
+      (void)rand_like(d);
+      // A factory after a fresh seeding agrees again (rank 0's third draw).
+      const Tensor got3 =
+          dtensor::randn({6, 5}, {.mesh = mesh, .placements = Placements(mesh.ndim(), Shard(0))});
+      if (!equal(got3.full_tensor(), want_randn)) f.push_back("dtensor::randn is not rank 0's");
+      return f;
+    });
+  }
+}
+
 }  // namespace
 }  // namespace tessera::dtensor_test
