@@ -20,6 +20,7 @@
 #include "dtensor/rules/rule_table.h"
 #include "dtensor/spmd_types/checker.h"
 #include "dtensor/spmd_types/local_types.h"
+#include "dtensor/view_geometry.h"
 #include "runtime/grad_mode.h"
 
 namespace tessera {
@@ -149,6 +150,10 @@ struct Choice {
   std::vector<DTensorSpec> run_inputs;
   std::vector<DTensorSpec> run_outputs;
   bool in_place = false;
+  // A view (Note [Global geometry of views]): how far it moves the input's storage offset
+  // (nullopt: a fresh tensor), found with the output spec's strides on the first run.
+  bool view = false;
+  std::optional<int64_t> view_offset_delta;
 };
 
 bool acceptable(const Placements& ps, int64_t ndim) {
@@ -229,6 +234,7 @@ std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& 
   const size_t n = in.specs.size();
   auto choice = std::make_shared<Choice>();
   choice->in_place = builtin.in_place;
+  choice->view = builtin.view;
   const auto mesh_ndim = static_cast<size_t>(in.mesh.ndim());
   const Placements all_r(mesh_ndim, Replicate());
 
@@ -417,8 +423,14 @@ std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
       const Placements ps = replicate_only
                                 ? Placements(static_cast<size_t>(in.mesh.ndim()), Replicate())
                                 : choice->outputs[o];
+      Shape stride = contiguous_strides(shape);
+      if (choice->view) {
+        ViewGeometry geometry = global_view_geometry(op, tensors[0], shape, local, layout);
+        stride = std::move(geometry.stride);
+        choice->view_offset_delta = geometry.offset_delta;
+      }
       spec = std::make_shared<DTensorSpec>(
-          DTensorSpec{in.mesh, ps, shape, contiguous_strides(shape), out[o].dtype()});
+          DTensorSpec{in.mesh, ps, shape, std::move(stride), out[o].dtype()});
     }
     if (!replicate_only) {
       TS_INTERNAL_ASSERT(out[o].sizes() == choice->local_output_shapes[o], "[", op, "] output ", o,
@@ -427,6 +439,10 @@ std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
                          choice->local_output_shapes[o]);
     }
     wrapped.push_back(make_distributed(out[o], spec));
+    if (choice->view_offset_delta.has_value()) {
+      wrapped.back().unsafe_impl()->offset =
+          tensors[0].storage_offset() + *choice->view_offset_delta;
+    }
   }
   return wrapped;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <iterator>
+#include <optional>
 #include <ostream>
 #include <vector>
 
@@ -146,6 +147,9 @@ bool has_internal_overlap(const Shape& sizes, const Shape& strides);
 
 // Strides of a contiguous (row-major) tensor of this shape.
 Shape contiguous_strides(const Shape& sizes);
+// Strides for viewing (sizes, strides) as new_sizes without a copy; nullopt when some run of
+// merged dims is not contiguous (torch's computeStride; view raises, reshape copies).
+std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, const Shape& new_sizes);
 
 // NumPy broadcasting of two shapes; throws ShapeError naming `op` and both shapes.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);

@@ -53,8 +53,14 @@ Shape infer_size(const Shape& sizes, int64_t numel, const char* op, const Shape&
   return out;
 }
 
-// Strides for viewing (sizes, strides) as new_sizes without copying, if possible (the
-// torch "computeStride" rule: each run of merged old dims must be contiguous among itself).
+Shape squeezed_shape(Shape sizes, int64_t d) {
+  sizes.erase(sizes.begin() + d);
+  return sizes;
+}
+
+}  // namespace
+
+// The torch "computeStride" rule: each run of merged old dims must be contiguous among itself.
 std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides,
                                   const Shape& new_sizes) {
   Shape new_strides(new_sizes.size());
@@ -84,13 +90,6 @@ std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides,
   if (view_d != -1) return std::nullopt;
   return new_strides;
 }
-
-Shape squeezed_shape(Shape sizes, int64_t d) {
-  sizes.erase(sizes.begin() + d);
-  return sizes;
-}
-
-}  // namespace
 
 Tensor Tensor::view(const Shape& new_sizes) const {
   if (any_distributed(*this)) {

@@ -25,6 +25,9 @@ struct OpRule {
   std::string replicate_only_reason;
   // Writes its first input, whose placements therefore never change.
   bool in_place = false;
+  // Returns a view of its first input: the result has the single-device view's global strides
+  // and storage offset (Note [Global geometry of views] in dtensor/view_geometry.h).
+  bool view = false;
 };
 
 using RuleTable = std::map<std::string, OpRule, std::less<>>;

@@ -86,6 +86,25 @@ std::vector<int64_t> reshape_map(const ShardingCall& call) {
 
 std::vector<Shape> reshape_shape(const ShardingCall& call) { return {call.attrs.ints}; }
 
+// A StridedShard(e, sf) block is the rank's chunk of each of sf equal pieces of dim e: as ranges
+// of the group's flattened elements, the same as StridedShard(f, sf) of the group's output dim f
+// when both dims cut into sf x (mesh size) equal parts (conservative, as splits_evenly, since
+// other mesh dims may shard the dim too). torch 2.15 carries it likewise, with no collective.
+std::vector<ShardingStrategy> reshape_strategies(const ShardingCall& call) {
+  const std::vector<int64_t> map = reshape_map(call);
+  std::vector<ShardingStrategy> list = mapped(call, map);
+  const Placement& current = call.inputs[0].placements[static_cast<size_t>(call.mesh_dim)];
+  if (!current.is_strided_shard()) return list;
+  const auto e = static_cast<size_t>(current.dim());
+  const int64_t f = map[e];
+  const int64_t parts = current.split_factor() * call.mesh.size();
+  if (f >= 0 && in_shape(call)[e] % parts == 0 &&
+      call.attrs.ints[static_cast<size_t>(f)] % parts == 0) {
+    list.push_back({{StridedShard(f, current.split_factor())}, {current}});
+  }
+  return list;
+}
+
 // ---- the other views ----
 
 std::vector<int64_t> transpose_map(const ShardingCall& call) {
@@ -183,14 +202,14 @@ ShardingRuleFn view_rule(MapFn map) {
 }  // namespace
 
 void add_view_rules(RuleTable& table) {
-  table["view"] = OpRule{view_rule(reshape_map), reshape_shape, "", false};
-  table["reshape"] = OpRule{view_rule(reshape_map), reshape_shape, "", false};
-  table["transpose"] = OpRule{view_rule(transpose_map), transpose_shape, "", false};
-  table["permute"] = OpRule{view_rule(permute_map), permute_shape, "", false};
-  table["select"] = OpRule{view_rule(select_map), select_shape, "", false};
-  table["slice"] = OpRule{view_rule(slice_map), slice_shape, "", false};
-  table["unsqueeze"] = OpRule{view_rule(unsqueeze_map), unsqueeze_shape, "", false};
-  table["expand"] = OpRule{view_rule(expand_map), reshape_shape, "", false};
+  table["view"] = OpRule{reshape_strategies, reshape_shape, "", false, true};
+  table["reshape"] = OpRule{reshape_strategies, reshape_shape, "", false, true};
+  table["transpose"] = OpRule{view_rule(transpose_map), transpose_shape, "", false, true};
+  table["permute"] = OpRule{view_rule(permute_map), permute_shape, "", false, true};
+  table["select"] = OpRule{view_rule(select_map), select_shape, "", false, true};
+  table["slice"] = OpRule{view_rule(slice_map), slice_shape, "", false, true};
+  table["unsqueeze"] = OpRule{view_rule(unsqueeze_map), unsqueeze_shape, "", false, true};
+  table["expand"] = OpRule{view_rule(expand_map), reshape_shape, "", false, true};
 }
 
 }  // namespace tessera::dtensor

@@ -290,5 +290,37 @@ TEST_CASE("StridedShard: visualize_sharding draws the reference's owners", "[dte
   }
 }
 
+// torch 2.15's test_utils view propagation: a view that moves a StridedShard'ed dim keeps it
+// StridedShard on the dim its elements land on, with no collective, and shares the data.
+TEST_CASE("StridedShard: view and reshape carry it to the output dim without collectives",
+          "[dtensor][strided]") {
+  on_mesh({2, 2, 2}, [](const DeviceMesh& mesh) {
+    std::vector<std::string> f;
+    const Tensor t = arange(32 * 32 * 4, kFloat64).reshape({32, 32, 4});
+    const Placements in{StridedShard(0, 2), StridedShard(1, 2), Shard(0)};
+    const DTensor d = distribute_tensor(t, mesh, in);
+    struct Case {
+      Shape shape;
+      Placements want;
+    };
+    for (const Case& c :
+         {Case{{32, 1, 32, 4}, {StridedShard(0, 2), StridedShard(2, 2), Shard(0)}},
+          Case{{32, 32, 2, 2}, in},
+          Case{{32, 1, 32, 1, 4}, {StridedShard(0, 2), StridedShard(2, 2), Shard(0)}}}) {
+      debug::CommDebugMode mode;
+      const DTensor v(d.view(c.shape));
+      if (mode.get_total_counts() != 0) f.push_back("view collectives:\n" + mode.tracing_table());
+      if (v.placements() != c.want) {
+        std::ostringstream os;
+        os << "view " << c.shape << " gives " << v.placements() << ", want " << c.want;
+        f.push_back(os.str());
+      }
+      if (!v.to_local().is_alias_of(d.to_local())) f.push_back("the view copied");
+      if (!equal(v.full_tensor(), t.view(c.shape))) f.push_back("values differ");
+    }
+    return f;
+  });
+}
+
 }  // namespace
 }  // namespace tessera::dtensor_test
