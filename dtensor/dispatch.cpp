@@ -202,6 +202,22 @@ double redistribute_cost(const DTensorSpec& from, const Placements& to) {
   return plan_redistribute(from, to).cost_s;
 }
 
+// Note [Backward in the choice]
+// While autograd records, moving an input costs twice: forward, and its gradient's way back from
+// the placements the input runs with to its own (the dual collective). Counting the forward
+// alone, layer_norm over a sharded normalized dim took the all_to_all to S(0) (the cheaper
+// forward) and paid a second all_to_all in backward and two all_reduces (weight and bias summed
+// over the row shards), where the all_gather to Replicate pays nothing more (PyTorch's layer_norm
+// strategy, which also gathers the saved input again in backward). The sums over mesh dims where
+// an input runs Replicate beside a sharded output (SumGradOver) are not counted: they are how a
+// strategy reduces its parameters' gradients (data parallel's all_reduce), which the user chose.
+double backward_cost(const DTensorSpec& in, const Placements& run) {
+  if (run == in.placements) return 0.0;
+  DTensorSpec grad = in;
+  grad.placements = normalize_for_grad(run);
+  return redistribute_cost(grad, normalize_for_grad(in.placements));
+}
+
 // Note [Partial outputs under autograd]
 // The tape records local ops, so a gradient reaches each rank's partial value as it is. That is
 // right for P(sum) (d(sum of parts)/d(part) = 1) and wrong for avg (1/n), max and min (only the
@@ -295,6 +311,9 @@ std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& 
       if (!ok) break;
       try {
         cost += redistribute_cost(*in.specs[i], cand_in[i]);
+        if (recording && in.locals[i].requires_grad()) {
+          cost += backward_cost(*in.specs[i], cand_in[i]);
+        }
       } catch (const Error&) {
         ok = false;  // a transition the planner cannot make (e.g. into a product Partial)
       }

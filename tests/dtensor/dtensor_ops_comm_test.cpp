@@ -304,5 +304,41 @@ TEST_CASE("ops comm: mm on a 2x2 mesh shards both output dims without a collecti
   });
 }
 
+// Note [Backward in the choice] (dtensor/dispatch.cpp): with the normalized dim sharded and an
+// affine weight, PyTorch 2.15 all_gathers x in forward and again in backward (2 collectives,
+// measured); Tessera gathers once and its backward communicates nothing (the gradient of the
+// all_gather of a Replicate gradient is the local chunk), with the single-device gradients.
+TEST_CASE("ops comm: layer_norm over a sharded normalized dim gathers once, backward is local",
+          "[dtensor][ops][comm]") {
+  const Tensor x = ints({4, 8}, 3) / 10;
+  const Tensor w = ints({8}, 4) / 10 + 1;
+  const Tensor b = ints({8}, 5) / 10;
+  Tensor xr = x.clone().requires_grad_(), wr = w.clone().requires_grad_(),
+         br = b.clone().requires_grad_();
+  sum(layer_norm(xr, {8}, wr, br) * x).backward();
+  on_mesh({4}, [&](const DeviceMesh& mesh) {
+    Failures f;
+    const Tensor xd = distribute_tensor(x, mesh, {Shard(1)}).requires_grad_();
+    const Tensor wd = distribute_tensor(w, mesh, {Replicate()}).requires_grad_();
+    const Tensor bd = distribute_tensor(b, mesh, {Replicate()}).requires_grad_();
+    debug::CommDebugMode mode;
+    const Tensor out = layer_norm(xd, {8}, wd, bd);
+    const int64_t forward = mode.get_total_counts();
+    const Tensor loss = sum(out * distribute_tensor(x, mesh, {Replicate()}));
+    const int64_t before_backward = mode.get_total_counts();
+    loss.backward();
+    if (forward != 1 || mode.get_total_counts() != before_backward) {
+      f.push_back("collectives:\n" + mode.tracing_table());
+    }
+    const std::vector<std::pair<Tensor, Tensor>> grads{
+        {xd.grad(), xr.grad()}, {wd.grad(), wr.grad()}, {bd.grad(), br.grad()}};
+    for (const auto& [got, want] : grads) {
+      if (!allclose(got.full_tensor(), want, 1e-12, 1e-12)) f.push_back("a gradient differs");
+    }
+    if (DTensor(xd.grad()).placements() != Placements{Shard(1)}) f.push_back("x grad placement");
+    return f;
+  });
+}
+
 }  // namespace
 }  // namespace tessera::dtensor_test

@@ -330,5 +330,27 @@ TEST_CASE("a transformer block trains as on one device under DP, TP, SP, FSDP an
                    ints({kBatch, kSeq, kModel}, 4) / 10, block_strategies());
 }
 
+// PyTorch 2.15's DTensor on the same block and plan (4 gloo ranks, CPU, float64; measured with
+// CommDebugMode on 2026-12-06, script and figures in bench/RESULTS.md "PyTorch 2.15 SP step"):
+// forward 4 all_gather + 2 reduce_scatter, backward 2 all_gather + 4 reduce_scatter (each of one
+// activation), AdamW 12 all_reduce of one norm parameter (its Partial gradient reduced in each of
+// lerp_, addcmul_ twice, for the 4 norm parameters). The strategies test above asserts Tessera's
+// own collectives; this one that they are no more, in count and bytes, than PyTorch's.
+TEST_CASE("the transformer block under SP issues no more collectives or bytes than PyTorch",
+          "[dtensor][strategies]") {
+  const int64_t torch_count = 6 + 6 + 12;
+  const int64_t torch_bytes = 12 * kActivation * kF64 + 12 * kModel * kF64;
+  for (const Strategy& s : block_strategies()) {
+    if (s.name != "SP") continue;
+    int64_t count = 0, bytes = 0;
+    for (const auto& [name, cb] : s.per_step) {
+      count += cb.first;
+      bytes += cb.second;
+    }
+    CHECK(count <= torch_count);
+    CHECK(bytes <= torch_bytes);
+  }
+}
+
 }  // namespace
 }  // namespace tessera::dtensor_test
