@@ -38,7 +38,10 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
 Edge gradient_edge(const Tensor& t) {
   AutogradMeta* meta = get_autograd_meta(t);
   if (meta == nullptr || !meta->requires_grad()) return Edge{};
-  if (meta->grad_fn_ != nullptr) return Edge{meta->grad_fn_, meta->output_nr_};
+  if (meta->grad_fn_ != nullptr) {
+    meta->grad_fn_->note_consumer();
+    return Edge{meta->grad_fn_, meta->output_nr_};
+  }
   return Edge{grad_accumulator(t), 0};
 }
 

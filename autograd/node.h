@@ -87,8 +87,17 @@ class Node {
   void add_retain_grad_hook(uint32_t input_nr, std::function<void(const Tensor&)> hook);
   // Virtual: a leaf's AccumulateGrad runs the hooks kept on the leaf itself.
   virtual void run_pre_hooks(std::vector<Tensor>& grads) const;
+  bool has_pre_hooks() const { return !pre_hooks_.empty() || !retain_grad_hooks_.empty(); }
+
+  // How many edges to this node were made (gradient_edge of one of its outputs): an upper bound
+  // on the gradients its input slots sum, which lets a node know that every one of them came
+  // through consumers it knows (Note [Partial gradients into a redistribute] in
+  // dtensor/dtensor_functions.cpp).
+  void note_consumer() { ++consumers_; }
+  uint32_t consumers() const { return consumers_; }
 
  private:
+  uint32_t consumers_ = 0;
   std::vector<Edge> next_edges_;
   std::vector<InputMetadata> input_metadata_;
   std::vector<std::pair<uint32_t, TensorHook>> pre_hooks_;

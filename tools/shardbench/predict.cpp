@@ -147,14 +147,14 @@ std::vector<CollectiveTotal> expected_collectives(const Strategy& s, const Model
       }
       // Per block: q, k, v, up inputs gathered (forward), wo and down outputs reduce_scattered
       // (forward) and their gradients gathered (backward), the q, k, v, up input gradients
-      // all_reduced (backward) and the two norms' weight and bias gradients. Around them: the
+      // reduce_scattered into their sequence shards (backward; Note [Partial gradients into a
+      // redistribute]) and the two norms' weight and bias gradients all_reduced. Around them: the
       // embedding output reduce_scattered and its gradient gathered, the final norm's weight and
-      // bias gradients, the head input gathered and its gradient all_reduced, loss parallel.
+      // bias gradients, the head input gathered and its gradient reduce_scattered, loss parallel.
       const int64_t L = c.layers;
       out.add(kAG, "0", g, 6 * L + 2, (6 * L + 2) * act);
-      out.add(kRS, "0", g, 2 * L + 1, (2 * L + 1) * act);
-      out.add(kAR, "0", g, 4 * L + 4 * L + 2 + 1 + 3,
-              (4 * L + 1) * act + (4 * L + 2) * h * b + 3 * tokens * b);
+      out.add(kRS, "0", g, 6 * L + 2, (6 * L + 2) * act);
+      out.add(kAR, "0", g, 4 * L + 2 + 3, (4 * L + 2) * h * b + 3 * tokens * b);
       break;
     }
     case StrategyKind::FSDP:
