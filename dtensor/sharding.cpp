@@ -15,8 +15,11 @@ int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 Run chunk_of(int64_t length, int64_t parts, int64_t index) {
   const int64_t chunk = parts == 0 ? 0 : ceil_div(length, parts);
-  const int64_t start = std::min(chunk * index, length);
-  return Run{start, std::min(length, start + chunk) - start};
+  // chunk * index <= length + chunk - 1 only for the ranks that hold something: clamp first, and
+  // never form start + chunk (it overflows for lengths near INT64_MAX).
+  const int64_t start =
+      index >= ceil_div(length, std::max<int64_t>(chunk, 1)) ? length : chunk * index;
+  return Run{start, std::min(chunk, length - start)};
 }
 
 std::vector<Run> shard_positions(int64_t length, int64_t parts, int64_t index,

@@ -430,6 +430,12 @@ void fully_shard(nn::Module& module, const DeviceMesh& mesh, FullyShardOptions o
            "; pass one dim of it, e.g. mesh[\"dp\"]");
   TS_CHECK(module.extension(kFsdpKey) == nullptr, "[fully_shard] this ", module.name(),
            " was fully_shard'ed before");
+  for (const auto& [name, dtype] :
+       {std::pair{"param_dtype", options.param_dtype}, {"reduce_dtype", options.reduce_dtype}}) {
+    TS_CHECK_DTYPE(!dtype.has_value() || is_floating_point(*dtype), "[fully_shard] ", name, " ",
+                   *dtype, " is not a floating-point dtype; parameters are gathered and their ",
+                   "gradients reduced in float64, float32, bfloat16 or float16");
+  }
   auto state = std::make_shared<FsdpState>();
   state->group = mesh.get_group(0);
   state->options = options;

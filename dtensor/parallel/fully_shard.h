@@ -43,7 +43,8 @@ struct FullyShardOptions {
   std::optional<DType> reduce_dtype = std::nullopt;
 };
 
-// Errors: a mesh that is not 1-D, a module fully_shard'ed before, a 0-dim parameter, a parameter
+// Errors: a mesh that is not 1-D, a non-floating param_dtype or reduce_dtype, a module
+// fully_shard'ed before, a 0-dim parameter, a parameter
 // shared with a module another fully_shard manages outside this module's subtree, a DTensor
 // parameter not on the other dim of the 2-D mesh `mesh` is a dim of (or Partial there), a 2-D
 // layout placements cannot describe (uneven tensor-parallel rows, see fully_shard.cpp).

@@ -2,6 +2,7 @@
 // renumbered past the new dim), or every input Partial with one reduce op (joining is linear).
 
 #include "dtensor/rules/rule_table.h"
+#include "runtime/ops/join_shapes.h"
 
 namespace tessera::dtensor {
 namespace {
@@ -9,7 +10,7 @@ namespace {
 using dist::ReduceOp;
 
 // torch.cat skips 1-D empty inputs next to tensors of any rank.
-bool skipped(const DTensorSpec& s) { return s.shape.size() == 1 && s.shape[0] == 0; }
+bool skipped(const DTensorSpec& s) { return detail::skipped_by_cat(s.shape); }
 
 const DTensorSpec& reference(const ShardingCall& call) {
   for (const DTensorSpec& s : call.inputs) {
@@ -45,18 +46,13 @@ ShardingRuleFn joined(bool stack) {
   };
 }
 
+// On the global shapes, so that every rank raises before any computes (a local shard's shape
+// can fit where the global one does not).
 std::vector<Shape> joined_shape(const ShardingCall& call, bool stack) {
-  const int64_t dim = joined_dim(call, stack);
-  Shape out = reference(call).shape;
-  if (stack) {
-    out.insert(out.begin() + dim, static_cast<int64_t>(call.inputs.size()));
-    return {out};
-  }
-  out[static_cast<size_t>(dim)] = 0;
-  for (const DTensorSpec& s : call.inputs) {
-    if (!skipped(s)) out[static_cast<size_t>(dim)] += s.shape[static_cast<size_t>(dim)];
-  }
-  return {out};
+  std::vector<Shape> shapes;
+  for (const DTensorSpec& s : call.inputs) shapes.push_back(s.shape);
+  const int64_t dim = call.attrs.ints[0];
+  return {stack ? detail::stack_shape(shapes, dim) : detail::cat_shape(shapes, dim)};
 }
 
 }  // namespace

@@ -1,0 +1,122 @@
+// Distributed ops given arguments that fit some ranks' shards but not the global tensor (issue
+// 52, rows 6, 7 and 9): every rank raises the same tessera::Error before any rank computes, never
+// some ranks a result and others an error. One forked child per case (forked_case.h).
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <sstream>
+#include <string>
+
+#include "tests/robustness/forked_case.h"
+
+namespace tessera::robustness_test {
+namespace {
+
+// Runs body on 4 rank threads; throws unless every rank raised a tessera::Error holding
+// `fragment` (the messages of all ranks must agree on it).
+void every_rank_raises(const std::function<void(const DeviceMesh&)>& body,
+                       const std::string& fragment) {
+  std::atomic<int> raised{0};
+  std::mutex mutex;
+  std::string other;
+  dist::run_threads(4, [&](dist::ProcessGroupPtr) {
+    const DeviceMesh mesh(DeviceType::CPU, {4});
+    try {
+      body(mesh);
+    } catch (const Error& e) {
+      if (std::string(e.what()).find(fragment) != std::string::npos) {
+        ++raised;
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      other = e.what();
+    }
+  });
+  if (raised.load() != 4) {
+    std::ostringstream os;
+    os << raised.load() << " of 4 ranks raised \"" << fragment << "\"";
+    if (!other.empty()) os << "; another error: " << other;
+    throw std::logic_error(os.str());
+  }
+}
+
+TEST_CASE("robustness: cat of DTensors checks the global shapes on every rank (row 6)",
+          "[robustness]") {
+  expect_success("cat({S0 [8, 4], S0 [8, 5]}, 0)", [] {
+    every_rank_raises(
+        [](const DeviceMesh& mesh) {
+          cat({distribute_tensor(ones({8, 4}), mesh, {Shard(0)}),
+               distribute_tensor(ones({8, 5}), mesh, {Shard(0)})},
+              0);
+        },
+        "[cat] sizes of tensors must match except in dimension 0");
+  });
+  expect_success("cat({S1 [8, 4], S1 [8, 4]}, 2) (dim out of range)", [] {
+    every_rank_raises(
+        [](const DeviceMesh& mesh) {
+          const Tensor a = distribute_tensor(ones({8, 4}), mesh, {Shard(1)});
+          cat({a, a}, 2);
+        },
+        "[cat]");
+  });
+  expect_success("stack({S0 [8, 4], S0 [8, 5]})", [] {
+    every_rank_raises(
+        [](const DeviceMesh& mesh) {
+          stack({distribute_tensor(ones({8, 4}), mesh, {Shard(0)}),
+                 distribute_tensor(ones({8, 5}), mesh, {Shard(0)})},
+                0);
+        },
+        "[stack] expects each tensor to be equal size");
+  });
+}
+
+TEST_CASE("robustness: shards of a dim near INT64_MAX (row 7)", "[robustness]") {
+  expect_success("torch.chunk sizes of INT64_MAX over 4 ranks", [] {
+    dist::run_threads(4, [](dist::ProcessGroupPtr world) {
+      const int64_t n = std::numeric_limits<int64_t>::max();
+      const int64_t chunk = n / 4 + 1;
+      const dtensor::Run mine = dtensor::chunk_of(n, 4, world->rank());
+      const int64_t want = world->rank() < 3 ? chunk : n - 3 * chunk;
+      if (mine.size != want || mine.offset != chunk * world->rank()) {
+        std::ostringstream os;
+        os << "rank " << world->rank() << " gets a chunk of " << mine.size << ", want " << want;
+        throw std::logic_error(os.str());
+      }
+    });
+  });
+#ifdef TESSERA_TEST_UNDER_SANITIZER
+  WARN(
+      "dtensor::ones({INT64_MAX}) skipped under sanitizers: AddressSanitizer aborts on "
+      "allocations above its limit by design (release builds run it)");
+#else
+  expect_success("dtensor::ones({INT64_MAX}, S(0)) on 4 ranks", [] {
+    every_rank_raises(
+        [](const DeviceMesh& mesh) {
+          dtensor::ones({std::numeric_limits<int64_t>::max()},
+                        {.mesh = mesh, .placements = {Shard(0)}});
+        },
+        "[");
+  });
+#endif
+}
+
+TEST_CASE("robustness: fully_shard refuses non-floating dtypes at the call (row 9)",
+          "[robustness]") {
+  for (const auto& [what, options] :
+       {std::pair{"param_dtype = int32", FullyShardOptions{.param_dtype = kInt32}},
+        std::pair{"reduce_dtype = bool", FullyShardOptions{.reduce_dtype = kBool}}}) {
+    expect_success(what, [options] {
+      every_rank_raises(
+          [&](const DeviceMesh& mesh) {
+            nn::Linear layer(4, 4);
+            fully_shard(layer, mesh, options);
+          },
+          "is not a floating-point dtype");
+    });
+  }
+}
+
+}  // namespace
+}  // namespace tessera::robustness_test
