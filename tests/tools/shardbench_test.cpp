@@ -169,6 +169,18 @@ TEST_CASE("tessera-shardbench flags and plan files: errors say what is valid", "
   CHECK_THROWS_WITH(parse_options(V{"--layers"}), Catch::Contains("expects a value"));
   CHECK_THROWS_WITH(parse_options(V{"--layers", "two"}), Catch::Contains("expects an integer"));
   CHECK_THROWS_WITH(parse_options(V{"--batch", "0"}), Catch::Contains("must be >= 1"));
+  // Values the program would truncate to int or overflow with (issue 52, row 12).
+  for (const auto& [flag, value] :
+       std::vector<std::pair<std::string, std::string>>{{"--steps", "2147483648"},
+                                                        {"--warmup", "2147483648"},
+                                                        {"--steps", "4294967297"},
+                                                        {"--rounds", "4294967297"},
+                                                        {"--ranks", "100000"},
+                                                        {"--layers", "1000000000"}}) {
+    INFO(flag << " " << value);
+    CHECK_THROWS_WITH(parse_options(V{flag, value}),
+                      Catch::Contains(flag) && Catch::Contains("must be <= "));
+  }
   CHECK_THROWS_WITH(parse_options(V{"--dtype", "f16"}), Catch::Contains("f32, f64 or bf16"));
   CHECK_THROWS_WITH(parse_options(V{"--hidden", "30", "--heads", "8"}),
                     Catch::Contains("must divide --hidden"));

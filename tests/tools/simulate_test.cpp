@@ -226,6 +226,12 @@ TEST_CASE("cluster files and simulation flags: errors say what is valid", "[simu
   CHECK_THROWS_WITH(parse_options(V{"--gpus", "8,x"}), Catch::Contains("expects an integer"));
   CHECK_THROWS_WITH(parse_options(V{"--gpus", "0"}), Catch::Contains("must be >= 1"));
   CHECK_THROWS_WITH(parse_options(V{"--efficiency", "1.5"}), Catch::Contains("(0, 1]"));
+  CHECK_THROWS_WITH(parse_options(V{"--efficiency", "1e-300"}), Catch::Contains("at least 1e-06"));
+  for (const char* flag : {"--gpus", "--global-batch", "--micro-batch", "--seq"}) {
+    INFO(flag);
+    CHECK_THROWS_WITH(parse_options(V{flag, "4611686018427387904"}),
+                      Catch::Contains(flag) && Catch::Contains("must be <= "));
+  }
   CHECK_THROWS_WITH(parse_options(V{"--global-batch"}), Catch::Contains("expects a value"));
   CHECK_THROWS_WITH(cluster_named("8xB200"), Catch::Contains("valid --cluster values: 8xH100"));
   CHECK_THROWS_WITH(cluster_preset("8xB200"), Catch::Contains("valid: 8xH100, 8xH200, A100"));
@@ -254,6 +260,25 @@ TEST_CASE("cluster files and simulation flags: errors say what is valid", "[simu
                     Catch::Contains(path + ":3") && Catch::Contains("positive number, got 'lots'"));
   { std::ofstream(path) << good << "compute_efficiency = 2\n"; }
   CHECK_THROWS_WITH(cluster_from_file(path), Catch::Contains("(0, 1]"));
+  // Absurd values (issue 52, rows 3 and 12): refused with the valid range, never a SIGFPE from
+  // a doubling loop that overflows or a negative time.
+  for (const char* absurd : {"gpus_per_node = 4611686018427387904", "memory_GB = inf",
+                             "bf16_TFLOPs = 1e308", "inter_node_GBps = 1e300"}) {
+    INFO(absurd);
+    const std::string key = std::string(absurd).substr(0, std::string(absurd).find(' '));
+    std::string text = good;
+    const size_t at = text.find(key + " = ");
+    if (at == std::string::npos) {
+      text += std::string(absurd) + "\n";
+    } else {
+      text.replace(at, text.find('\n', at) - at, absurd);
+    }
+    { std::ofstream(path) << text; }
+    CHECK_THROWS_WITH(cluster_from_file(path),
+                      Catch::Contains(key) && Catch::Contains("is out of range; valid: (0, "));
+  }
+  { std::ofstream(path) << good << "compute_efficiency = 1e-300\n"; }
+  CHECK_THROWS_WITH(cluster_from_file(path), Catch::Contains("at least 1e-06"));
   { std::ofstream(path) << good << "memory_GB = 80\n"; }
   CHECK_THROWS_WITH(cluster_from_file(path), Catch::Contains("memory_GB is given twice"));
   { std::ofstream(path) << "name = partial\ngpus_per_node = 8\n"; }

@@ -77,6 +77,18 @@ std::string trim(const std::string& s) {
   return b == std::string::npos ? "" : s.substr(b, e - b + 1);
 }
 
+// The largest value of each key the simulator computes with (its totals in double and int64 stay
+// finite and exact): far above any machine built, so only absurd values are refused.
+double largest_value(const std::string& key) {
+  if (key == "gpus_per_node") return 1 << 16;
+  if (key == "intra_node_GBps" || key == "inter_node_GBps") return 1e6;
+  if (key == "intra_node_latency_us" || key == "inter_node_latency_us") return 1e9;
+  if (key == "bf16_TFLOPs") return 1e6;
+  if (key == "memory_TBps") return 1e4;
+  if (key == "memory_GB") return 1e7;
+  return 1.0;  // compute_efficiency
+}
+
 double positive_number(const std::string& where, const std::string& key, const std::string& value) {
   size_t used = 0;
   double v = 0.0;
@@ -87,6 +99,9 @@ double positive_number(const std::string& where, const std::string& key, const s
   }
   TS_CHECK(used == value.size() && !value.empty() && v > 0.0, "[tessera-shardbench] ", where, ": ",
            key, " expects a positive number, got '", value, "'");
+  TS_CHECK(v <= largest_value(key) && (key != "compute_efficiency" || v >= 1e-6),
+           "[tessera-shardbench] ", where, ": ", key, " = ", value, " is out of range; valid: (0, ",
+           largest_value(key), "]", key == "compute_efficiency" ? " and at least 1e-06" : "");
   return v;
 }
 
@@ -147,8 +162,6 @@ Cluster cluster_from_file(const std::string& path) {
     } else if (key == "memory_GB") {
       c.memory_bytes = v * kGB;
     } else {
-      TS_CHECK(v <= 1.0, "[tessera-shardbench] ", where,
-               ": compute_efficiency is a fraction of peak in (0, 1], got ", v);
       c.compute_efficiency = v;
     }
   }

@@ -6,7 +6,14 @@ namespace tessera::shardbench {
 
 namespace {
 
-int64_t parse_int(const std::string& flag, const std::string& value, int64_t min) {
+constexpr int64_t kMaxLayers = 1 << 14, kMaxWidth = 1 << 17, kMaxSequence = 1 << 20;
+constexpr int64_t kMaxBatch = 1 << 24, kMaxVocab = int64_t{1} << 31, kMaxRanks = 1 << 10;
+constexpr int64_t kMaxSteps = 1 << 20, kMaxGpus = 1 << 20;
+constexpr double kMinEfficiency = 1e-6;
+
+// Each integer flag's range: what the program can compute without overflow (token counts, FLOP
+// and byte totals in int64 and double) and a rank thread count one process can hold.
+int64_t parse_int(const std::string& flag, const std::string& value, int64_t min, int64_t max) {
   size_t used = 0;
   int64_t v = 0;
   try {
@@ -17,6 +24,7 @@ int64_t parse_int(const std::string& flag, const std::string& value, int64_t min
   TS_CHECK(used == value.size() && !value.empty(), "[tessera-shardbench] ", flag,
            " expects an integer, got '", value, "'");
   TS_CHECK(v >= min, "[tessera-shardbench] ", flag, " must be >= ", min, ", got ", v);
+  TS_CHECK(v <= max, "[tessera-shardbench] ", flag, " must be <= ", max, ", got ", v);
   return v;
 }
 
@@ -106,35 +114,35 @@ Options parse_options(const std::vector<std::string>& args) {
                "transformer or mlp, got '", value, "'");
       o.model.preset = value;
     } else if (flag == "--layers") {
-      o.model.layers = parse_int(flag, value, 1);
+      o.model.layers = parse_int(flag, value, 1, kMaxLayers);
     } else if (flag == "--hidden") {
-      o.model.hidden = parse_int(flag, value, 1);
+      o.model.hidden = parse_int(flag, value, 1, kMaxWidth);
     } else if (flag == "--heads") {
-      o.model.heads = parse_int(flag, value, 1);
+      o.model.heads = parse_int(flag, value, 1, kMaxWidth);
     } else if (flag == "--seq") {
-      o.model.seq = parse_int(flag, value, 1);
+      o.model.seq = parse_int(flag, value, 1, kMaxSequence);
       o.sim.seq = o.model.seq;
     } else if (flag == "--batch") {
-      o.model.batch = parse_int(flag, value, 1);
+      o.model.batch = parse_int(flag, value, 1, kMaxBatch);
     } else if (flag == "--vocab") {
-      o.model.vocab = parse_int(flag, value, 2);
+      o.model.vocab = parse_int(flag, value, 2, kMaxVocab);
     } else if (flag == "--dtype") {
       TS_CHECK(value == "f32" || value == "f64" || value == "bf16",
                "[tessera-shardbench] --dtype expects f32, f64 or bf16, got '", value, "'");
       o.model.dtype = value == "f32" ? kFloat32 : value == "f64" ? kFloat64 : kBFloat16;
     } else if (flag == "--ranks") {
-      o.ranks = parse_int(flag, value, 1);
+      o.ranks = parse_int(flag, value, 1, kMaxRanks);
     } else if (flag == "--strategies") {
       o.strategies = split_commas(value);
       TS_CHECK(!o.strategies.empty(), "[tessera-shardbench] --strategies is empty");
     } else if (flag == "--plan") {
       o.plan_file = value;
     } else if (flag == "--steps") {
-      o.run.steps = static_cast<int>(parse_int(flag, value, 1));
+      o.run.steps = static_cast<int>(parse_int(flag, value, 1, kMaxSteps));
     } else if (flag == "--rounds") {
-      o.run.rounds = static_cast<int>(parse_int(flag, value, 1));
+      o.run.rounds = static_cast<int>(parse_int(flag, value, 1, kMaxSteps));
     } else if (flag == "--warmup") {
-      o.run.warmup = static_cast<int>(parse_int(flag, value, 0));
+      o.run.warmup = static_cast<int>(parse_int(flag, value, 0, kMaxSteps));
     } else if (flag == "--json") {
       o.json_file = value;
     } else if (flag == "--svg") {
@@ -145,15 +153,16 @@ Options parse_options(const std::vector<std::string>& args) {
       o.cluster = value;
     } else if (flag == "--gpus") {
       o.gpus.clear();
-      for (const std::string& n : split_commas(value)) o.gpus.push_back(parse_int(flag, n, 1));
+      for (const std::string& n : split_commas(value))
+        o.gpus.push_back(parse_int(flag, n, 1, kMaxGpus));
       TS_CHECK(!o.gpus.empty(), "[tessera-shardbench] --gpus is empty");
     } else if (flag == "--sim-model") {
       sim_model_preset(value);  // the error lists the valid names
       o.sim_model = value;
     } else if (flag == "--global-batch") {
-      o.sim.global_batch = parse_int(flag, value, 1);
+      o.sim.global_batch = parse_int(flag, value, 1, kMaxBatch);
     } else if (flag == "--micro-batch") {
-      o.sim.micro_batch = parse_int(flag, value, 1);
+      o.sim.micro_batch = parse_int(flag, value, 1, kMaxBatch);
     } else if (flag == "--efficiency") {
       size_t used = 0;
       double v = 0.0;
@@ -162,8 +171,9 @@ Options parse_options(const std::vector<std::string>& args) {
       } catch (const std::exception&) {
         used = 0;
       }
-      TS_CHECK(used == value.size() && !value.empty() && v > 0.0 && v <= 1.0,
-               "[tessera-shardbench] --efficiency expects a fraction in (0, 1], got '", value, "'");
+      TS_CHECK(used == value.size() && !value.empty() && v >= kMinEfficiency && v <= 1.0,
+               "[tessera-shardbench] --efficiency expects a fraction in (0, 1] of at least ",
+               kMinEfficiency, ", got '", value, "'");
       o.sim.efficiency = v;
     } else {
       TS_CHECK(false, "[tessera-shardbench] unknown flag ", flag, "; see --help");
