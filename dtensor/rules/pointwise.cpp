@@ -18,6 +18,7 @@
 // outputs remain candidates (Note [Partial outputs under autograd] in dtensor/dispatch.cpp).
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "dtensor/rules/rule_table.h"
@@ -132,7 +133,17 @@ void sum_like(const ShardingCall& call, std::vector<ShardingStrategy>& list) {
   }
 }
 
+// Linearity holds for finite factors only: P(sum) * inf makes 0 * inf = NaN on the ranks whose
+// part is 0 where one device gives inf, and P / 0 makes 0 / 0. A scalar factor that is not
+// finite (or a zero divisor) therefore reduces the Partial first. (A Replicate tensor factor
+// holding such values is not detected yet: issue 52, row 5.)
 void scaled(const ShardingCall& call, std::vector<ShardingStrategy>& list, bool either) {
+  const bool scalar_form =
+      call.op.find(".scalar") != std::string::npos || call.op.find(".rscalar") != std::string::npos;
+  if (scalar_form && !call.attrs.reals.empty()) {
+    const double factor = call.attrs.reals[0];
+    if (!std::isfinite(factor) || (!either && factor == 0.0)) return;
+  }
   const size_t n = call.inputs.size();
   for (ReduceOp op : kLinearPartials) {
     keep(list, n, {0}, op, op);

@@ -3,6 +3,7 @@
 // some ranks a result and others an error. One forked child per case (forked_case.h).
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <mutex>
@@ -116,6 +117,35 @@ TEST_CASE("robustness: fully_shard refuses non-floating dtypes at the call (row 
           "is not a floating-point dtype");
     });
   }
+}
+
+TEST_CASE("robustness: Partial(sum) times or over a non-finite or zero scalar (row 5)",
+          "[robustness]") {
+  expect_success("P * inf, P / 0, P / inf, P * nan give the single-device values", [] {
+    dist::run_threads(4, [](dist::ProcessGroupPtr) {
+      const DeviceMesh mesh(DeviceType::CPU, {4});
+      const Tensor x = from_vector(std::vector<double>{0.0, 1.5, -2.0, 0.0, 3.0, 0.25}, {6});
+      const Tensor p = distribute_tensor(x, mesh, {Replicate()}).redistribute({Partial()});
+      const double inf = std::numeric_limits<double>::infinity();
+      const std::vector<std::pair<std::string, std::pair<Tensor, Tensor>>> cases{
+          {"P * inf", {p * inf, x * inf}},
+          {"P / 0", {p / 0.0, x / 0.0}},
+          {"P / inf", {p / inf, x / inf}},
+          {"P * nan", {p * std::nan(""), x * std::nan("")}},
+          {"P * 2 (stays Partial)", {p * 2.0, x * 2.0}}};
+      for (const auto& [name, got_want] : cases) {
+        if (!allclose(got_want.first.full_tensor(), got_want.second, 0, 0, true)) {
+          std::ostringstream os;
+          os << name << " gives " << got_want.first.full_tensor() << ", one device "
+             << got_want.second;
+          throw std::logic_error(os.str());
+        }
+      }
+      if (!DTensor(p * 2.0).placements()[0].is_partial()) {
+        throw std::logic_error("P * 2 no longer stays Partial");
+      }
+    });
+  });
 }
 
 }  // namespace
