@@ -394,6 +394,21 @@ std::shared_ptr<Choice> cached_choice(const char* op, const Inputs& in, const Op
 
 // ---- running ----
 
+// Note [Writing views of DTensors]
+// A view that cuts or regroups a sharded dim (narrow(0, 1, 4) of an S(0) DTensor) runs on a
+// redistributed copy: its result holds the right values but shares no data with its base, so an
+// in-place op on it would leave the base unchanged where one device writes through. Such writes
+// raise, naming the way out; a view that keeps the sharding (a narrow of an unsharded dim) is a
+// view of the shard itself and writes through, as on one device.
+void check_writes_its_base(const char* op, const Tensor& written) {
+  if (!written.is_distributed() || spmd::detail::typed_meta(written) != nullptr) return;
+  TS_CHECK(!meta_of(written).view_of_copy, "[", op, "] writes in place a view of a DTensor that ",
+           "the view took from a redistributed copy (it cut or regrouped a sharded dim), so the ",
+           "write would not reach the DTensor it viewed, as it does on one device; write the base ",
+           "DTensor (e.g. through a mask), or redistribute it so that the viewed dims are not ",
+           "sharded before taking the view");
+}
+
 std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
                              const OpAttrs& attrs, const LocalOp& local) {
   // Typed local tensors inside local_map(spmd_types=true) are checked, not sharded.
@@ -410,6 +425,7 @@ std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
     for (const Tensor& l : in.locals) recording = recording || (l.defined() && l.requires_grad());
   }
   const std::shared_ptr<Choice> choice = cached_choice(op, in, attrs, recording);
+  if (choice->in_place) check_writes_its_base(op, tensors[0]);
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (in.specs[i] == nullptr) continue;
     Tensor& l = in.locals[i];
@@ -458,6 +474,10 @@ std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
                          choice->local_output_shapes[o]);
     }
     wrapped.push_back(make_distributed(out[o], spec));
+    if (choice->view) {
+      meta_of(wrapped.back()).view_of_copy =
+          meta_of(tensors[0]).view_of_copy || choice->inputs[0] != in.specs[0]->placements;
+    }
     if (choice->view_offset_delta.has_value()) {
       wrapped.back().unsafe_impl()->offset =
           tensors[0].storage_offset() + *choice->view_offset_delta;

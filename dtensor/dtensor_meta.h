@@ -18,6 +18,11 @@ struct DTensorMeta final : DistributedMetaBase {
   // An async redistribute still writing `local`, reading `keep_alive` (see DTensor::wait).
   dist::WorkPtr pending;
   std::vector<Tensor> keep_alive;
+  // A view of a DTensor (narrow, select, view, ...) whose local is a view of a redistributed copy
+  // rather than of its base's shard (the view cut or regrouped a sharded dim), or a view of such a
+  // view: writing it in place would not write the base, as it does on one device, so in-place ops
+  // on it raise (Note [Writing views of DTensors] in dtensor/dispatch.cpp).
+  bool view_of_copy = false;
 };
 
 // The meta of a distributed tensor (an internal error for a plain one).

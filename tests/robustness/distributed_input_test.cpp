@@ -148,5 +148,31 @@ TEST_CASE("robustness: Partial(sum) times or over a non-finite or zero scalar (r
   });
 }
 
+TEST_CASE("robustness: in-place ops on views of DTensors write through or raise (row 8)",
+          "[robustness]") {
+  expect_success("narrow of the sharded dim, then +=", [] {
+    every_rank_raises(
+        [](const DeviceMesh& mesh) {
+          const Tensor d =
+              distribute_tensor(arange(32, kFloat32).reshape({8, 4}), mesh, {Shard(0)});
+          Tensor v = d.narrow(0, 1, 4);
+          v += 1;
+        },
+        "would not reach the DTensor it viewed");
+  });
+  expect_success("narrow of an unsharded dim, then += (writes through)", [] {
+    dist::run_threads(4, [](dist::ProcessGroupPtr) {
+      const DeviceMesh mesh(DeviceType::CPU, {4});
+      const Tensor x = arange(32, kFloat32).reshape({8, 4});
+      const Tensor d = distribute_tensor(x, mesh, {Shard(0)});
+      Tensor v = d.narrow(1, 1, 2);
+      v += 1;
+      Tensor xv = x.narrow(1, 1, 2);
+      xv += 1;
+      if (!equal(d.full_tensor(), x)) throw std::logic_error("the write did not reach d");
+    });
+  });
+}
+
 }  // namespace
 }  // namespace tessera::robustness_test
