@@ -35,7 +35,8 @@ SpecPtr with(const DTensorSpec& spec, const Placements& placements, DType dtype)
 struct PartialUses {
   std::vector<int64_t> mesh_dims;
   uint32_t count = 0;
-  bool mismatch = false;               // SumGradOvers over different mesh dims
+  bool mismatch = false;  // SumGradOvers over different mesh dims
+  bool backward_ran = false;
   std::weak_ptr<autograd::Node> node;  // the redistribute's
 };
 
@@ -80,9 +81,11 @@ struct RedistributeFn : autograd::Function<RedistributeFn> {
     Tensor g = grads[0];
     if (backward_dtype.has_value() && *backward_dtype != g.dtype()) g = g.to(*backward_dtype);
     Placements from = normalize_for_grad(dst);
-    if (const PartialUsesPtr uses = partial_uses_of(*ctx);
-        uses != nullptr && gradients_stay_partial(*uses)) {
-      for (int64_t m : uses->mesh_dims) from[static_cast<size_t>(m)] = Partial();
+    if (const PartialUsesPtr uses = partial_uses_of(*ctx)) {
+      if (gradients_stay_partial(*uses)) {
+        for (int64_t m : uses->mesh_dims) from[static_cast<size_t>(m)] = Partial();
+      }
+      uses->backward_ran = true;
     }
     const SpecPtr grad_spec = with(*src, from, g.dtype());
     return {RedistributeFn::apply(g, grad_spec, normalize_for_grad(src->placements),
@@ -154,6 +157,13 @@ Tensor redistribute_local(const Tensor& local, const std::shared_ptr<const DTens
     node->ctx_.saved_data["partial_uses"] = std::move(uses);
   }
   return out;
+}
+
+bool awaits_backward(const Tensor& local) {
+  const auto* node = dynamic_cast<autograd::CppNode<RedistributeFn>*>(local.grad_fn().get());
+  if (node == nullptr) return false;
+  const PartialUsesPtr uses = partial_uses_of(node->ctx_);
+  return uses != nullptr && !uses->backward_ran;
 }
 
 Tensor from_local_identity(const Tensor& local, const std::shared_ptr<const DTensorSpec>& spec,

@@ -26,6 +26,10 @@ Tensor from_local_identity(const Tensor& local, const std::shared_ptr<const DTen
 Tensor to_local_identity(const Tensor& local, const std::shared_ptr<const DTensorSpec>& spec,
                          const std::optional<Placements>& grad_placements);
 
+// Whether `local` is the recorded result of a redistribute whose backward has not run yet: new
+// consumers may still share it (Note [One gather for inputs the styles share]).
+bool awaits_backward(const Tensor& local);
+
 // The identity on `local`, whose spec (`spec`, the placements the op runs with) is Replicate
 // along `mesh_dims` where the op's output is not: backward sums the gradient over those dims.
 Tensor sum_grad_over(const Tensor& local, const std::shared_ptr<const DTensorSpec>& spec,

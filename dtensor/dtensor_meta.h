@@ -23,6 +23,16 @@ struct DTensorMeta final : DistributedMetaBase {
   // view: writing it in place would not write the base, as it does on one device, so in-place ops
   // on it raise (Note [Writing views of DTensors] in dtensor/dispatch.cpp).
   bool view_of_copy = false;
+  // What the parallel styles' input hooks redistributed this DTensor to under autograd, valid
+  // while both keep their data and until its backward ran (Note [One gather for inputs the
+  // styles share] in dtensor/parallel/parallelize.cpp).
+  struct SharedRedistribute {
+    Placements placements;
+    Tensor result;
+    uint64_t version = 0;         // of this DTensor's local storage
+    uint64_t result_version = 0;  // of the result's local storage
+  };
+  std::vector<SharedRedistribute> shared_redistributes;
 };
 
 // The meta of a distributed tensor (an internal error for a plain one).

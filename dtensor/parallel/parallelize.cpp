@@ -6,7 +6,11 @@
 #include "autograd/nn/embedding.h"
 #include "autograd/nn/linear.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/dtensor_functions.h"
+#include "dtensor/dtensor_meta.h"
 #include "dtensor/parallel/distribute_module.h"
+#include "dtensor/spmd_types/checker.h"
+#include "runtime/grad_mode.h"
 
 namespace tessera {
 
@@ -16,6 +20,35 @@ namespace {
 Placement resolved(const Placement& p, int64_t ndim) {
   if (p.is_shard() && !p.is_strided_shard() && p.dim() < 0) return Shard(p.dim() + ndim);
   return p;
+}
+
+// Note [One gather for inputs the styles share]
+// Several modules of a plan often take the same DTensor: q, k and v read one normalized input
+// under sequence parallel. Each style's input hook redistributing it again would all_gather it
+// once per module and, in backward, reduce each module's Partial gradient separately (PyTorch
+// does both: three all_gathers, three reduce_scatters). While autograd records, the hooks keep
+// what they made beside the input it came from, valid while neither's data changed and until its
+// backward ran (one forward's consumers, never a later step's): the modules then share one
+// all_gather, and the engine sums their gradients, reduce_scattered once (Note [Partial
+// gradients into a redistribute] in dtensor/dtensor_functions.cpp). The kept result lives as
+// long as its input, and its consumers save it for backward anyway. Without autograd nothing is
+// kept (an input reused across steps would otherwise skip its gathers).
+Tensor shared_redistribute(const Tensor& d, const Placements& want) {
+  dtensor::DTensorMeta& meta = dtensor::meta_of(d);
+  const uint64_t version = meta.local.storage()->version();
+  if (!is_grad_enabled() || !d.requires_grad()) return DTensor(d).redistribute(want);
+  for (const auto& r : meta.shared_redistributes) {
+    const Tensor& local = dtensor::meta_of(r.result).local;
+    if (r.placements == want && r.version == version &&
+        r.result_version == local.storage()->version() && dtensor::awaits_backward(local)) {
+      return r.result;
+    }
+  }
+  Tensor result = DTensor(d).redistribute(want);
+  std::erase_if(meta.shared_redistributes, [&](const auto& r) { return r.placements == want; });
+  meta.shared_redistributes.push_back(
+      {want, result, version, dtensor::meta_of(result).local.storage()->version()});
+  return result;
 }
 
 // A module input or output as the styles see it: a plain tensor is taken to have `layout` (each
@@ -31,7 +64,10 @@ Tensor convert(const Tensor& t, const std::optional<Placement>& layout,
   }
   if (desired.has_value()) {
     const Placements want{resolved(*desired, d.dim())};
-    if (DTensor(d).placements() != want) d = DTensor(d).redistribute(want);
+    if (DTensor(d).placements() != want) {
+      d = t.is_distributed() && !spmd::detail::any_typed({d}) ? shared_redistribute(d, want)
+                                                              : DTensor(d).redistribute(want);
+    }
   }
   return use_local ? DTensor(d).to_local() : d;
 }

@@ -70,5 +70,54 @@ TEST_CASE("redistribute gradients: Partial uses of a gathered input reduce_scatt
   }
 }
 
+// Note [One gather for inputs the styles share]: two Colwise modules reading one sequence-sharded
+// input gather it once and reduce_scatter its summed gradient once, in every step; the sharing
+// never reaches into a later step (whose backward would otherwise meet a graph already run).
+TEST_CASE("styles share one gather of a common input, within a step only",
+          "[dtensor][redistribute][grad]") {
+  class TwoHeads : public nn::Module {
+   public:
+    TwoHeads() : Module("TwoHeads") {
+      manual_seed(3);
+      a_ = register_module("a", std::make_shared<nn::Linear>(6, 8, true, kFloat64));
+      b_ = register_module("b", std::make_shared<nn::Linear>(6, 8, true, kFloat64));
+    }
+    Tensor forward(const Tensor& x) override { return (*a_)(x) * (*b_)(x); }
+
+   private:
+    std::shared_ptr<nn::Linear> a_, b_;
+  };
+  const Tensor x = ints({8, 6}, 4) / 10;
+  TwoHeads reference;
+  const Tensor xr = x.clone().requires_grad_();
+  std::vector<Tensor> want;
+  for (int step = 0; step < 2; ++step) {
+    sum((reference)(xr)).backward();
+    want.push_back(xr.grad().clone());
+  }
+  on_mesh({4}, [&](const DeviceMesh& mesh) {
+    Failures f;
+    TwoHeads model;
+    const ColwiseParallel colwise{.input_layouts = Shard(0), .use_local_output = false};
+    parallelize_module(model, mesh, {{"a", colwise}, {"b", colwise}});
+    const Tensor xd = distribute_tensor(x, mesh, {Shard(0)}).requires_grad_();
+    for (int step = 0; step < 2; ++step) {
+      debug::CommDebugMode mode;
+      const Tensor y = model(xd);
+      const auto forward = mode.get_comm_counts();
+      sum(y).backward();
+      const auto all = mode.get_comm_counts();
+      if (forward != std::map<std::string, int64_t>{{"all_gather_into_tensor", 1}} ||
+          all.at("reduce_scatter_tensor") != 1) {
+        f.push_back("step " + std::to_string(step) + " collectives:\n" + mode.tracing_table());
+      }
+      if (!allclose(xd.grad().full_tensor(), want[static_cast<size_t>(step)], 1e-12, 1e-12)) {
+        f.push_back("step " + std::to_string(step) + ": x grad differs from one device's");
+      }
+    }
+    return f;
+  });
+}
+
 }  // namespace
 }  // namespace tessera::dtensor_test

@@ -214,13 +214,14 @@ std::vector<Strategy> block_strategies() {
        plain_input,
        read_loss,
        {{"all_reduce", {6, 6 * kActivation * kF64}}}},
-      // Megatron's sequence parallel: norms on sequence shards. Forward all_gathers each Colwise
-      // input (q, k, v, up) and reduce_scatters each Rowwise output (wo, down); backward
-      // all_gathers the gradients of those outputs and reduce_scatters the Partial gradients of
-      // the Colwise inputs straight into their sequence shards (Note [Partial gradients into a
-      // redistribute]), as PyTorch; the norms' weight and bias gradients (sums over the sequence
-      // shards) are all_reduced in layer_norm's backward, once each (PyTorch: three times each,
-      // in AdamW's step).
+      // Megatron's sequence parallel: norms on sequence shards. Forward all_gathers the Colwise
+      // inputs (q, k and v share one: Note [One gather for inputs the styles share]; up) and
+      // reduce_scatters each Rowwise output (wo, down); backward all_gathers the gradients of
+      // those outputs and reduce_scatters the Partial gradients of the Colwise inputs straight
+      // into their sequence shards (q, k and v's summed: Note [Partial gradients into a
+      // redistribute]); the norms' weight and bias gradients (sums over the sequence shards) are
+      // all_reduced in layer_norm's backward, once each. PyTorch: 6 all_gathers, 6
+      // reduce_scatters, 12 all_reduces (the norm gradients three times each, in AdamW's step).
       {"SP",
        {4},
        {},
@@ -228,8 +229,8 @@ std::vector<Strategy> block_strategies() {
        seq_dtensor,
        seq_dtensor,
        read_loss,
-       {{"all_gather_into_tensor", {6, 6 * kActivation * kF64}},
-        {"reduce_scatter_tensor", {6, 6 * kActivation * kF64}},
+       {{"all_gather_into_tensor", {4, 4 * kActivation * kF64}},
+        {"reduce_scatter_tensor", {4, 4 * kActivation * kF64}},
         {"all_reduce", {4, 4 * kModel * kF64}}}},
       {"FSDP",
        {4},

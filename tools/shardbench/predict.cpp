@@ -145,15 +145,16 @@ std::vector<CollectiveTotal> expected_collectives(const Strategy& s, const Model
         out.add(kRS, "0", g, 1, act);
         break;
       }
-      // Per block: q, k, v, up inputs gathered (forward), wo and down outputs reduce_scattered
-      // (forward) and their gradients gathered (backward), the q, k, v, up input gradients
-      // reduce_scattered into their sequence shards (backward; Note [Partial gradients into a
-      // redistribute]) and the two norms' weight and bias gradients all_reduced. Around them: the
-      // embedding output reduce_scattered and its gradient gathered, the final norm's weight and
-      // bias gradients, the head input gathered and its gradient reduce_scattered, loss parallel.
+      // Per block: the Colwise inputs gathered (forward; q, k and v share one gather), wo and down
+      // outputs reduce_scattered (forward) and their gradients gathered (backward), the Colwise
+      // input gradients reduce_scattered into their sequence shards (backward; q, k and v's
+      // summed into one) and the two norms' weight and bias gradients all_reduced. Around them:
+      // the embedding output reduce_scattered and its gradient gathered, the final norm's weight
+      // and bias gradients, the head input gathered and its gradient reduce_scattered, loss
+      // parallel.
       const int64_t L = c.layers;
-      out.add(kAG, "0", g, 6 * L + 2, (6 * L + 2) * act);
-      out.add(kRS, "0", g, 6 * L + 2, (6 * L + 2) * act);
+      out.add(kAG, "0", g, 4 * L + 2, (4 * L + 2) * act);
+      out.add(kRS, "0", g, 4 * L + 2, (4 * L + 2) * act);
       out.add(kAR, "0", g, 4 * L + 2 + 3, (4 * L + 2) * h * b + 3 * tokens * b);
       break;
     }
