@@ -272,8 +272,12 @@ Tensor shard_tensor_parallel(const std::string& path, const DTensor& d, const De
 // parameter, so a live entry's TensorImpl is never reused.
 std::unordered_map<const TensorImpl*, std::weak_ptr<FsdpState>>& managed_params() {
   thread_local std::unordered_map<const TensorImpl*, std::weak_ptr<FsdpState>> registry;
-  std::erase_if(registry, [](const auto& entry) { return entry.second.expired(); });
   return registry;
+}
+
+// Drops the entries of units that died (once per fully_shard call, not per lookup).
+void forget_dead_units() {
+  std::erase_if(managed_params(), [](const auto& entry) { return entry.second.expired(); });
 }
 
 std::shared_ptr<FsdpState> unit_of(const Tensor& param) {
@@ -439,6 +443,7 @@ void fully_shard(nn::Module& module, const DeviceMesh& mesh, FullyShardOptions o
   auto state = std::make_shared<FsdpState>();
   state->group = mesh.get_group(0);
   state->options = options;
+  forget_dead_units();
   Collector collector(mesh, state);
   collector.check(module);
   collector.collect(module, "", true);

@@ -34,9 +34,9 @@ Placement resolved(const Placement& p, int64_t ndim) {
 // long as its input, and its consumers save it for backward anyway. Without autograd nothing is
 // kept (an input reused across steps would otherwise skip its gathers).
 Tensor shared_redistribute(const Tensor& d, const Placements& want) {
+  if (!is_grad_enabled() || !d.requires_grad()) return DTensor(d).redistribute(want);
   dtensor::DTensorMeta& meta = dtensor::meta_of(d);
   const uint64_t version = meta.local.storage()->version();
-  if (!is_grad_enabled() || !d.requires_grad()) return DTensor(d).redistribute(want);
   for (const auto& r : meta.shared_redistributes) {
     const Tensor& local = dtensor::meta_of(r.result).local;
     if (r.placements == want && r.version == version &&

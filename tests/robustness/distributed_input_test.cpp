@@ -43,16 +43,17 @@ void every_rank_raises(const std::function<void(const DeviceMesh&)>& body,
   }
 }
 
+// Two Shard(0) DTensors whose global shapes, [8, 4] and [8, 5], differ outside dim 0.
+std::vector<Tensor> mismatched_row_shards(const DeviceMesh& mesh) {
+  return {distribute_tensor(ones({8, 4}), mesh, {Shard(0)}),
+          distribute_tensor(ones({8, 5}), mesh, {Shard(0)})};
+}
+
 TEST_CASE("robustness: cat of DTensors checks the global shapes on every rank (row 6)",
           "[robustness]") {
   expect_success("cat({S0 [8, 4], S0 [8, 5]}, 0)", [] {
-    every_rank_raises(
-        [](const DeviceMesh& mesh) {
-          cat({distribute_tensor(ones({8, 4}), mesh, {Shard(0)}),
-               distribute_tensor(ones({8, 5}), mesh, {Shard(0)})},
-              0);
-        },
-        "[cat] sizes of tensors must match except in dimension 0");
+    every_rank_raises([](const DeviceMesh& mesh) { cat(mismatched_row_shards(mesh), 0); },
+                      "[cat] sizes of tensors must match except in dimension 0");
   });
   expect_success("cat({S1 [8, 4], S1 [8, 4]}, 2) (dim out of range)", [] {
     every_rank_raises(
@@ -63,13 +64,8 @@ TEST_CASE("robustness: cat of DTensors checks the global shapes on every rank (r
         "[cat]");
   });
   expect_success("stack({S0 [8, 4], S0 [8, 5]})", [] {
-    every_rank_raises(
-        [](const DeviceMesh& mesh) {
-          stack({distribute_tensor(ones({8, 4}), mesh, {Shard(0)}),
-                 distribute_tensor(ones({8, 5}), mesh, {Shard(0)})},
-                0);
-        },
-        "[stack] expects each tensor to be equal size");
+    every_rank_raises([](const DeviceMesh& mesh) { stack(mismatched_row_shards(mesh), 0); },
+                      "[stack] expects each tensor to be equal size");
   });
 }
 
