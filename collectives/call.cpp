@@ -10,7 +10,7 @@ namespace tessera::dist::detail {
 
 namespace {
 
-constexpr int64_t kHeaderLength = 6;
+constexpr int64_t kHeaderLength = 7;
 
 // "rank 0: 4, rank 1: 5" for every member's value.
 template <typename F>
@@ -59,7 +59,42 @@ uint64_t hash_fields(std::initializer_list<int64_t> fields) {
 // fingerprints]).
 uint64_t weight(size_t i, size_t j) { return mix((uint64_t{i} << 32) ^ uint64_t{j}) | 1; }
 
+thread_local const CallContext* current_context = nullptr;
+
+// "redistribute ... (rank 0), ... (ranks 1, 2)": each distinct context once, with its members.
+std::string describe_contexts(const std::vector<CallSignature>& sigs) {
+  std::vector<size_t> firsts;  // the first member of each distinct hash
+  for (size_t r = 0; r < sigs.size(); ++r) {
+    const bool seen = std::any_of(firsts.begin(), firsts.end(), [&](size_t f) {
+      return sigs[f].context.hash == sigs[r].context.hash;
+    });
+    if (!seen) firsts.push_back(r);
+  }
+  std::string s;
+  for (size_t f : firsts) {
+    std::vector<size_t> members;
+    for (size_t r = 0; r < sigs.size(); ++r) {
+      if (sigs[r].context.hash == sigs[f].context.hash) members.push_back(r);
+    }
+    const CallContext& c = sigs[f].context;
+    const std::string what = c.hash == 0     ? std::string("a collective outside any DTensor op")
+                             : c.description ? *c.description
+                                             : fmt::format("context {:#018x}", c.hash);
+    s += fmt::format("{}{} (rank{} {})", s.empty() ? "" : "; ", what, members.size() > 1 ? "s" : "",
+                     fmt::join(members, ", "));
+  }
+  return s;
+}
+
 }  // namespace
+
+const CallContext* current_call_context() { return current_context; }
+
+CallContextScope::CallContextScope(const CallContext& context) : previous_(current_context) {
+  current_context = &context;
+}
+
+CallContextScope::~CallContextScope() { current_context = previous_; }
 
 DType Call::dtype() const {
   if (in.defined()) return in.dtype();
@@ -75,6 +110,7 @@ CallSignature signature_of(const Call& call) {
   sig.peer = call.peer;
   sig.in_numel = call.in.defined() ? call.in.numel() : 0;
   sig.out_numel = call.out.defined() ? call.out.numel() : 0;
+  sig.context = call.context;
   switch (call.kind) {
     case CollectiveKind::AllGather:
     case CollectiveKind::Gather:
@@ -101,6 +137,7 @@ void encode_signature(const CallSignature& sig, int group_size, int64_t* dst) {
   dst[3] = sig.peer;
   dst[4] = sig.in_numel;
   dst[5] = sig.out_numel;
+  dst[6] = static_cast<int64_t>(sig.context.hash);
   TS_INTERNAL_ASSERT(sig.counts.size() <= static_cast<size_t>(2 * group_size));
   std::copy(sig.counts.begin(), sig.counts.end(), dst + kHeaderLength);
 }
@@ -113,6 +150,7 @@ CallSignature decode_signature(const int64_t* src, int group_size) {
   sig.peer = static_cast<int>(src[3]);
   sig.in_numel = src[4];
   sig.out_numel = src[5];
+  sig.context.hash = static_cast<uint64_t>(src[6]);
   const int64_t* counts = src + kHeaderLength;
   const int64_t* end = counts + 2 * group_size;
   sig.counts.assign(counts, std::find(counts, end, int64_t{-1}));
@@ -180,9 +218,9 @@ Fingerprint fingerprint_of(const CallSignature& sig, int rank, int group_size) {
       }
       break;
     default:  // barrier, split: the kind alone
-      key = hash_fields({kind});
-      break;
+      return {hash_fields({kind}), ~hash_fields({kind}), balance};
   }
+  key = mix(key ^ sig.context.hash);
   return {key, ~key, balance};
 }
 
@@ -195,6 +233,12 @@ void check_agreement(const CallSignature& mine, const std::vector<CallSignature>
            "] the members of ", where, " issued different collectives: ",
            per_rank(n, [&](size_t r) { return collective_name(sigs[r].kind); }));
   if (mine.kind == CollectiveKind::Barrier || mine.kind == CollectiveKind::Split) return;
+  TS_CHECK(all_equal<uint64_t>(sigs, [](const auto& s) { return s.context.hash; }), "[", op,
+           "] the members of ", where,
+           " issued it for different operations, so their data would not match: ",
+           describe_contexts(sigs),
+           ". Every rank must run the same DTensor operations on the same global shapes and "
+           "placements (check the placements given to from_local on each rank)");
   TS_CHECK_DTYPE(all_equal<DType>(sigs, [](const auto& s) { return s.dtype; }), "[", op,
                  "] the members of ", where, " disagree on the dtype: ",
                  per_rank(n, [&](size_t r) { return dtype_name(sigs[r].dtype); }));

@@ -4,12 +4,43 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "collectives/observer.h"
 #include "collectives/process_group.h"
 
 namespace tessera::dist::detail {
+
+// Note [Who issues a collective]
+// Element counts and dtypes can agree while the members move different data: a DTensor that is
+// Shard(1) on one rank and Shard(0) on the others (a from_local of inconsistent placements) is
+// gathered by same-sized all_gathers that mix rows with columns. So a layer above may say, for the
+// collectives a thread issues within a scope, what they are for: a hash of everything the members
+// must agree on (the redistribute's global shape, dtype, mesh and placements) and a description.
+// The hash is part of each call's signature, checked like the element counts on every backend
+// (and hashed into the fingerprint); the description is formatted only for the Error. A call
+// issued outside any scope has hash 0, which a call inside one does not match.
+struct CallContext {
+  uint64_t hash = 0;
+  std::shared_ptr<const std::string> description;  // shared: peers' Errors may read it
+};
+
+// The context of the collectives the calling thread issues, or nullptr.
+const CallContext* current_call_context();
+
+// Sets the calling thread's context for its lifetime (nested scopes: the innermost wins).
+class CallContextScope {
+ public:
+  explicit CallContextScope(const CallContext& context);
+  ~CallContextScope();
+  CallContextScope(const CallContextScope&) = delete;
+  CallContextScope& operator=(const CallContextScope&) = delete;
+
+ private:
+  const CallContext* previous_;
+};
 
 // Which fields a kind uses:
 // - all_reduce, broadcast: in == out == the tensor; send: in; recv: out; barrier: none.
@@ -32,6 +63,7 @@ struct Call {
   bool equal_splits = false;
   std::chrono::milliseconds timeout{0};
   bool async_op = false;
+  CallContext context;  // taken from the issuing thread's scope (Note [Who issues a collective])
 
   const char* name() const { return collective_name(kind).data(); }
   DType dtype() const;
@@ -48,6 +80,7 @@ struct CallSignature {
   int64_t in_numel = 0;
   int64_t out_numel = 0;
   std::vector<int64_t> counts;
+  CallContext context;  // the description is not encoded: decoded signatures have none
 };
 
 CallSignature signature_of(const Call& call);
@@ -62,7 +95,8 @@ CallSignature decode_signature(const int64_t* src, int group_size);
 // two steps: each member exchanges a 24-byte fingerprint of its signature, and only when the
 // fingerprints differ does it exchange whole signatures for check_agreement's detailed Error.
 // `key` hashes what check_agreement requires to be equal on every member (the kind, and as the
-// kind needs them the dtype, reduce op, root and element count); members agree on it when the
+// kind needs them the dtype, reduce op, root and element count, and the context hash of Note
+// [Who issues a collective]); members agree on it when the
 // maximum of the keys equals the minimum (the maximum of ~key is ~minimum). The counts that
 // differ legitimately from rank to rank (all_gather's and all_to_all_single's per-rank counts,
 // scatter's and gather's list on the root) are checked as a balance instead: each member adds

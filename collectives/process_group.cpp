@@ -169,6 +169,7 @@ WorkPtr ProcessGroup::issue(Call&& call, const CollectiveOptions& options) {
   TS_CHECK(call.timeout.count() > 0, "[", call.name(), "] the timeout must be positive, got ",
            call.timeout.count(), " ms");
   call.async_op = options.async_op;
+  if (const detail::CallContext* context = detail::current_call_context()) call.context = *context;
   CollectiveEvent event;
   event.kind = call.kind;
   event.group = this;

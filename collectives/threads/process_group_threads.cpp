@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "collectives/local_kernels.h"
 #include "collectives/threads/strided_runs.h"
@@ -23,6 +24,51 @@ class P2PWork final : public Work {
   std::shared_ptr<GroupState> state_;
   std::shared_ptr<GroupState::P2P> half_;
   std::string where_;
+};
+
+// Note [One thread per rank and group]
+// A rank's collectives on a group are matched with its peers' in the order the rank issues them,
+// and its sequence and barrier counters are plain members: two threads of one rank issuing on the
+// same group at once (a user's std::thread beside the rank thread) would pair calls arbitrarily
+// and share a slot. Serializing them would only hide the wrong pairing, so the second thread to
+// enter raises, and the first goes on. A thread issuing after the other returned is one rank's
+// program in issue order, as on one thread.
+class ExclusiveUse {
+ public:
+  ExclusiveUse(std::atomic<bool>& busy, const char* op, int rank, const std::string& where)
+      : busy_(busy) {
+    if (busy_.exchange(true, std::memory_order_acquire)) {
+      throw Error(fmt::format(
+          "[{}] rank {} of {} issued a collective from two threads at once: a rank's collectives "
+          "on a group are matched with its peers' in issue order, so issue them from one thread "
+          "(async_op for concurrency, or a group per thread made with new_group)",
+          op, rank, where));
+    }
+  }
+  ~ExclusiveUse() { busy_.store(false, std::memory_order_release); }
+  ExclusiveUse(const ExclusiveUse&) = delete;
+  ExclusiveUse& operator=(const ExclusiveUse&) = delete;
+
+ private:
+  std::atomic<bool>& busy_;
+};
+
+// A member's part in the data phase of a collective, ended once (Note [Leaving a collective
+// early]).
+class Reading {
+ public:
+  explicit Reading(GroupState& state) : state_(state) {}
+  ~Reading() { end(); }
+  void end() {
+    if (!ended_) state_.end_reading();
+    ended_ = true;
+  }
+  Reading(const Reading&) = delete;
+  Reading& operator=(const Reading&) = delete;
+
+ private:
+  GroupState& state_;
+  bool ended_ = false;
 };
 
 // Below this, every rank reduces the whole tensor into scratch (two barriers); above it, each
@@ -53,29 +99,35 @@ WorkPtr ProcessGroupThreads::run(Call&& call) {
 }
 
 void ProcessGroupThreads::phase(const char* op, Clock::time_point deadline,
-                                std::chrono::milliseconds timeout) {
-  state_->arrive_and_wait(rank(), phase_++, deadline, op, timeout, where_);
+                                std::chrono::milliseconds timeout, bool opens_data_phase) {
+  state_->arrive_and_wait(rank(), phase_++, deadline, op, timeout, where_, opens_data_phase);
 }
 
 void ProcessGroupThreads::execute(const Call& call) {
+  const ExclusiveUse exclusive(busy_, call.name(), rank(), where_);
   const Clock::time_point deadline = Clock::now() + call.timeout;
   const uint64_t seq = seq_++;
   Slot& mine = state_->slot(seq, rank());
   mine.call = &call;
   mine.sig = signature_of(call);
-  phase(call.name(), deadline, call.timeout);
+  phase(call.name(), deadline, call.timeout, /*opens_data_phase=*/true);
+  Reading reading(*state_);
   std::vector<CallSignature> sigs;
   sigs.reserve(static_cast<size_t>(size()));
   for (int q = 0; q < size(); ++q) sigs.push_back(state_->slot(seq, q).sig);
+  // A disagreement raises on every member alike, before any reads a peer.
   check_agreement(mine.sig, sigs, *this);
   if (call.kind == CollectiveKind::Barrier) return;
   try {
     move_data(call, seq, deadline);
-  } catch (const CommError&) {
-    throw;
   } catch (const std::exception& e) {
+    reading.end();
     // Peers would wait for this rank's next barrier: fail the group for them too.
-    state_->abort(fmt::format("rank {} failed inside {}: {}", rank(), call.name(), e.what()));
+    if (!dynamic_cast<const CommError*>(&e)) {
+      state_->abort(fmt::format("rank {} failed inside {}: {}", rank(), call.name(), e.what()));
+    }
+    // Peers may still be reading this rank's call (Note [Leaving a collective early]).
+    state_->wait_for_readers();
     throw;
   }
 }
@@ -280,6 +332,7 @@ ProcessGroupPtr ProcessGroupThreads::split_group(const char* op_name, const std:
   ProcessGroupPtr result;
   progress_->submit(
       [&] {
+        const ExclusiveUse exclusive(busy_, op_name, rank(), where_);
         const Clock::time_point deadline = Clock::now() + default_timeout();
         const uint64_t seq = seq_++;
         Slot& slot = state_->slot(seq, rank());
@@ -287,7 +340,9 @@ ProcessGroupPtr ProcessGroupThreads::split_group(const char* op_name, const std:
         slot.sig = CallSignature();
         slot.sig.kind = CollectiveKind::Split;
         slot.split_ranks = mine;
-        phase(op_name, deadline, default_timeout());
+        phase(op_name, deadline, default_timeout(), /*opens_data_phase=*/true);
+        // Peers' slots live in the shared state, not on their stacks: no need to wait for them.
+        const Reading reading(*state_);
         std::vector<CallSignature> sigs;
         std::vector<std::vector<int>> lists;
         for (int q = 0; q < size(); ++q) {

@@ -2,6 +2,7 @@
 // Internal: the threads backend's ProcessGroup (one object per rank and group). See Note
 // [Threads rendezvous] for how the ranks meet.
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -27,7 +28,8 @@ class ProcessGroupThreads final : public ProcessGroup {
   // Runs on the issuing thread or the progress thread, one call at a time.
   void execute(const Call& call);
   // The next barrier of this group (see GroupState::arrive_and_wait).
-  void phase(const char* op, Clock::time_point deadline, std::chrono::milliseconds timeout);
+  void phase(const char* op, Clock::time_point deadline, std::chrono::milliseconds timeout,
+             bool opens_data_phase = false);
   void move_data(const Call& call, uint64_t seq, Clock::time_point deadline);
   void all_reduce(const Call& call, uint64_t seq, Clock::time_point deadline);
   void all_gather_into_tensor(const Call& call, uint64_t seq);
@@ -38,9 +40,10 @@ class ProcessGroupThreads final : public ProcessGroup {
 
   std::shared_ptr<GroupState> state_;
   std::string where_;
-  uint64_t seq_ = 0;           // collectives issued on this group
-  uint64_t phase_ = 0;         // barriers passed on this group
-  std::vector<char> scratch_;  // small all_reduce results
+  uint64_t seq_ = 0;               // collectives issued on this group
+  uint64_t phase_ = 0;             // barriers passed on this group
+  std::vector<char> scratch_;      // small all_reduce results
+  std::atomic<bool> busy_{false};  // a thread is issuing (Note [One thread per rank and group])
   std::shared_ptr<ProgressThread> progress_;
 };
 

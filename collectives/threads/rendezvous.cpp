@@ -111,6 +111,23 @@ void GroupState::wake() {
   cv_.notify_all();
 }
 
+void GroupState::end_reading() {
+  // The last reader wakes the waiters; taking the lock orders the notify after a waiter's check.
+  // Both counters are sequentially consistent: a waiter that registers after this load sees
+  // readers_ already decremented and does not sleep.
+  if (readers_.fetch_sub(1) == 1 && reader_waiters_.load() > 0) {
+    { std::lock_guard lock(mutex_); }
+    cv_.notify_all();
+  }
+}
+
+void GroupState::wait_for_readers() {
+  std::unique_lock lock(mutex_);
+  ++reader_waiters_;
+  cv_.wait(lock, [&] { return readers_.load() == 0; });
+  --reader_waiters_;
+}
+
 void GroupState::throw_if_aborted(const char* op, const std::string& where) const {
   if (aborted_.load(std::memory_order_acquire)) {
     throw CommError(
@@ -138,7 +155,7 @@ bool GroupState::departed(int rank) const {
 
 void GroupState::arrive_and_wait(int rank, uint64_t phase, Clock::time_point deadline,
                                  const char* op, std::chrono::milliseconds timeout,
-                                 const std::string& where) {
+                                 const std::string& where, bool opens_data_phase) {
   const uint64_t target = phase + 1;
   {
     std::unique_lock lock(mutex_);
@@ -146,6 +163,7 @@ void GroupState::arrive_and_wait(int rank, uint64_t phase, Clock::time_point dea
     arrivals_[static_cast<size_t>(rank)] = target;
     if (++arrived_ == size()) {
       arrived_ = 0;
+      if (opens_data_phase) readers_.fetch_add(size());
       completed_.store(target, std::memory_order_release);
       if (sleepers_ > 0) {
         lock.unlock();

@@ -13,6 +13,17 @@
 // the deadline passes (it then aborts the group), when the group or its world is aborted (a rank
 // failed), or when a member it waits for has left run_threads. Failure is sticky: an aborted
 // group fails every later collective.
+//
+// Note [Leaving a collective early]
+// The end barrier is what keeps a rank's Call and tensors alive while peers read them. A rank that
+// leaves the data phase by an exception (its own failure, or an abort of the group or the world
+// raised at a barrier) skips that barrier, and its Call is destroyed as the exception unwinds:
+// a peer still copying from it would read freed memory. So every member counts as a reader of
+// the group from the moment barrier A completes (the last to arrive counts them all, before any
+// can leave: a rank counting itself after the barrier could be missed by a fast peer) until it
+// leaves the data phase, and a rank leaving by an exception first waits until no peer reads. The
+// wait is short and cannot deadlock: readers are copying (no barrier to wait for) or blocked at
+// a barrier, which the abort fails at once.
 
 #include <atomic>
 #include <chrono>
@@ -93,9 +104,12 @@ class GroupState {
   Slot& slot(uint64_t seq, int rank) { return slots_[seq & 1][static_cast<size_t>(rank)]; }
 
   // Barrier number `phase` (each member counts its own barriers on this group, in lockstep).
-  // Throws CommError naming `op` on abort, deadline or a departed member.
+  // Throws CommError naming `op` on abort, deadline or a departed member. `opens_data_phase`
+  // (barrier A of a collective or split): once it completes every member is a reader and must
+  // call end_reading once (Note [Leaving a collective early]).
   void arrive_and_wait(int rank, uint64_t phase, Clock::time_point deadline, const char* op,
-                       std::chrono::milliseconds timeout, const std::string& where);
+                       std::chrono::milliseconds timeout, const std::string& where,
+                       bool opens_data_phase);
 
   // Point to point: the sender and the receiver each post their half; whichever comes second
   // checks that they agree and copies, so neither side blocks to post (isend-then-recv rings
@@ -122,6 +136,11 @@ class GroupState {
   void wait(P2P& half, const std::string& where);
   bool done(const P2P& half);
 
+  // A member leaves the data phase of a collective (Note [Leaving a collective early]).
+  void end_reading();
+  // Blocks until no member is in a data phase.
+  void wait_for_readers();
+
   // Fails this group's pending and later collectives with `reason`.
   void abort(const std::string& reason);
   void wake();
@@ -142,6 +161,8 @@ class GroupState {
   std::string abort_reason_;
   int sleepers_ = 0;
   int arrived_ = 0;
+  std::atomic<int> readers_{0};         // members in a data phase
+  std::atomic<int> reader_waiters_{0};  // members in wait_for_readers
   std::atomic<uint64_t> completed_{0};  // barriers completed
   std::vector<uint64_t> arrivals_;      // per member: barriers arrived at
   std::vector<Slot> slots_[2];

@@ -299,6 +299,7 @@ Tensor partition(const Tensor& local, const StepContext& c) {
 ExecuteResult execute_plan(const Tensor& local, const DTensorSpec& src,
                            const RedistributePlan& plan, bool async_op) {
   ExecuteResult result{local, nullptr, {}};
+  const dist::detail::CallContextScope scope(plan.agreement);
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const RedistributeStep& step = plan.steps[i];
     const bool last = i + 1 == plan.steps.size();

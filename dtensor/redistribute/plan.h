@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/call.h"
 #include "dtensor/dtensor_spec.h"
 
 namespace tessera::dtensor {
@@ -39,6 +40,9 @@ struct RedistributePlan {
   double cost_s = 0.0;
   // Estimated bytes a rank sends and receives in all steps (from the average shard size).
   int64_t bytes_per_rank = 0;
+  // What the members of every group the plan uses must agree on: the global shape, dtype, mesh,
+  // source and target (Note [Who issues a collective] in collectives/call.h).
+  dist::detail::CallContext agreement;
 
   std::string to_string() const;
 };
