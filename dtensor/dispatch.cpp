@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
@@ -17,9 +18,11 @@
 #include "dtensor/loss_parallel.h"
 #include "dtensor/redistribute/cost_model.h"
 #include "dtensor/redistribute/plan.h"
+#include "dtensor/rule_check.h"
 #include "dtensor/rules/rule_table.h"
 #include "dtensor/spmd_types/checker.h"
 #include "dtensor/spmd_types/local_types.h"
+#include "dtensor/strategy_search.h"
 #include "dtensor/view_geometry.h"
 #include "runtime/grad_mode.h"
 
@@ -32,9 +35,14 @@ using SpecPtr = std::shared_ptr<const DTensorSpec>;
 
 // ---- user rules (register_sharding) ----
 
+struct UserRule {
+  ShardingRuleFn rule;  // null: none registered
+  bool validate = false;
+};
+
 struct UserRules {
   std::mutex mutex;
-  std::map<std::string, ShardingRuleFn, std::less<>> rules;
+  std::map<std::string, UserRule, std::less<>> rules;
   // Bumped on every change; rank threads drop their cached choices when it moves.
   std::atomic<uint64_t> version{1};
 };
@@ -150,6 +158,10 @@ struct Choice {
   std::vector<DTensorSpec> run_inputs;
   std::vector<DTensorSpec> run_outputs;
   bool in_place = false;
+  // Made from a user rule registered with validate: the first call checks it (Note [Checking
+  // user rules] in dtensor/rule_check.h).
+  bool check_rule = false;
+  bool from_user_rule = false;
   // A view (Note [Global geometry of views]): how far it moves the input's storage offset
   // (nullopt: a fresh tensor), found with the output spec's strides on the first run.
   bool view = false;
@@ -182,11 +194,11 @@ const OpRule& builtin_rule(const char* op) {
   return it->second;
 }
 
-ShardingRuleFn user_rule(const char* op) {
+UserRule user_rule(const char* op) {
   UserRules& u = user_rules();
   std::lock_guard<std::mutex> lock(u.mutex);
   const auto it = u.rules.find(std::string_view(op));
-  return it == u.rules.end() ? nullptr : it->second;
+  return it == u.rules.end() ? UserRule{} : it->second;
 }
 
 void check_strategy(const char* op, const ShardingStrategy& s, size_t inputs, size_t outputs) {
@@ -245,11 +257,14 @@ void set_run_specs(Choice& choice, const Inputs& in) {
 std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& attrs,
                                bool recording) {
   const OpRule& builtin = builtin_rule(op);
-  ShardingRuleFn rule = user_rule(op);
-  if (rule == nullptr) rule = builtin.strategies;
+  const UserRule registered = user_rule(op);
+  const bool from_user_rule = registered.rule != nullptr;
+  const ShardingRuleFn& rule = from_user_rule ? registered.rule : builtin.strategies;
   const size_t n = in.specs.size();
   auto choice = std::make_shared<Choice>();
   choice->in_place = builtin.in_place;
+  choice->from_user_rule = from_user_rule;
+  choice->check_rule = from_user_rule && checking_rule(registered.validate);
   choice->view = builtin.view;
   const auto mesh_ndim = static_cast<size_t>(in.mesh.ndim());
   const Placements all_r(mesh_ndim, Replicate());
@@ -272,14 +287,64 @@ std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& 
                  "] output with shape ", in.specs[0]->shape, " doesn't match the broadcast shape ",
                  choice->output_shapes[0]);
 
-  // Strategies per mesh dim, all-Replicate added.
+  // Strategies per mesh dim, cleaned, all-Replicate added (Note [Bounding the strategy search]).
+  std::vector<int64_t> input_ranks(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    if (in.specs[i] != nullptr) input_ranks[i] = static_cast<int64_t>(in.specs[i]->shape.size());
+  }
+  std::vector<int64_t> output_ranks;
+  for (const Shape& shape : choice->output_shapes) {
+    output_ranks.push_back(static_cast<int64_t>(shape.size()));
+  }
   std::vector<std::vector<ShardingStrategy>> per_dim(mesh_ndim);
+  std::vector<size_t> replicate_at(mesh_ndim);
   for (size_t m = 0; m < mesh_ndim; ++m) {
     call.mesh_dim = static_cast<int64_t>(m);
     per_dim[m] = rule(call);
     for (const ShardingStrategy& s : per_dim[m]) check_strategy(op, s, n, outs);
-    per_dim[m].push_back(all_replicate(outs, n));
+    replicate_at[m] = clean_strategies(op, per_dim[m], input_ranks, output_ranks, from_user_rule);
   }
+
+  // A combination's price, or nullopt when it is not a candidate.
+  std::vector<Placements> cand_in(n, Placements(mesh_ndim, Replicate()));
+  std::vector<Placements> cand_out(outs, Placements(mesh_ndim, Replicate()));
+  const auto score = [&](const std::vector<size_t>& pick) -> std::optional<CandidateScore> {
+    for (size_t m = 0; m < mesh_ndim; ++m) {
+      const ShardingStrategy& s = per_dim[m][pick[m]];
+      for (size_t i = 0; i < n; ++i) cand_in[i][m] = s.inputs[i];
+      for (size_t o = 0; o < outs; ++o) cand_out[o][m] = s.outputs[o];
+    }
+    for (size_t o = 0; o < outs; ++o) {
+      if (!acceptable(cand_out[o], static_cast<int64_t>(choice->output_shapes[o].size())) ||
+          (recording && !differentiable_partials(cand_out[o]))) {
+        return std::nullopt;
+      }
+    }
+    if (choice->in_place &&
+        (cand_in[0] != in.specs[0]->placements || cand_out[0] != in.specs[0]->placements)) {
+      return std::nullopt;
+    }
+    CandidateScore result;
+    for (size_t i = 0; i < n; ++i) {
+      if (in.specs[i] == nullptr) continue;
+      if (!acceptable(cand_in[i], static_cast<int64_t>(in.specs[i]->shape.size()))) {
+        return std::nullopt;
+      }
+      try {
+        result.cost += redistribute_cost(*in.specs[i], cand_in[i]);
+        if (recording && in.locals[i].requires_grad()) {
+          result.cost += backward_cost(*in.specs[i], cand_in[i]);
+        }
+      } catch (const Error&) {
+        return std::nullopt;  // a transition the planner cannot make (e.g. into a product Partial)
+      }
+      for (size_t m = 0; m < mesh_ndim; ++m) {
+        result.changes += cand_in[i][m] != in.specs[i]->placements[m] ? 1 : 0;
+      }
+    }
+    return result;
+  };
+  bound_strategies(per_dim, replicate_at, score);
 
   // Every combination, cheapest first-found wins; between equal costs, the one that changes
   // fewer input placements (on a mesh dim of size 1 every transition costs nothing, and keeping
@@ -287,46 +352,15 @@ std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& 
   double best = std::numeric_limits<double>::infinity();
   size_t best_changes = std::numeric_limits<size_t>::max();
   std::vector<size_t> pick(mesh_ndim, 0);
-  std::vector<Placements> cand_in(n, Placements(mesh_ndim, Replicate()));
-  std::vector<Placements> cand_out(outs, Placements(mesh_ndim, Replicate()));
   while (true) {
-    for (size_t m = 0; m < mesh_ndim; ++m) {
-      const ShardingStrategy& s = per_dim[m][pick[m]];
-      for (size_t i = 0; i < n; ++i) cand_in[i][m] = s.inputs[i];
-      for (size_t o = 0; o < outs; ++o) cand_out[o][m] = s.outputs[o];
-    }
-    bool ok = true;
-    double cost = 0.0;
-    size_t changes = 0;
-    for (size_t o = 0; ok && o < outs; ++o) {
-      ok = acceptable(cand_out[o], static_cast<int64_t>(choice->output_shapes[o].size())) &&
-           (!recording || differentiable_partials(cand_out[o]));
-    }
-    if (ok && choice->in_place) {
-      ok = cand_in[0] == in.specs[0]->placements && cand_out[0] == in.specs[0]->placements;
-    }
-    for (size_t i = 0; ok && i < n; ++i) {
-      if (in.specs[i] == nullptr) continue;
-      ok = acceptable(cand_in[i], static_cast<int64_t>(in.specs[i]->shape.size()));
-      if (!ok) break;
-      try {
-        cost += redistribute_cost(*in.specs[i], cand_in[i]);
-        if (recording && in.locals[i].requires_grad()) {
-          cost += backward_cost(*in.specs[i], cand_in[i]);
-        }
-      } catch (const Error&) {
-        ok = false;  // a transition the planner cannot make (e.g. into a product Partial)
-      }
-      for (size_t m = 0; m < mesh_ndim; ++m) {
-        changes += cand_in[i][m] != in.specs[i]->placements[m] ? 1 : 0;
-      }
-    }
-    if (ok && (cost < best || (cost == best && changes < best_changes))) {
-      best = cost;
-      best_changes = changes;
+    const std::optional<CandidateScore> candidate = score(pick);
+    if (candidate.has_value() && (candidate->cost < best ||
+                                  (candidate->cost == best && candidate->changes < best_changes))) {
+      best = candidate->cost;
+      best_changes = candidate->changes;
       choice->inputs = cand_in;
       choice->outputs = cand_out;
-      if (best == 0.0 && changes == 0) break;  // nothing is better
+      if (best == 0.0 && best_changes == 0) break;  // nothing is better
     }
     size_t m = mesh_ndim;
     while (m > 0 && ++pick[m - 1] == per_dim[m - 1].size()) pick[--m] = 0;
@@ -409,6 +443,15 @@ void check_writes_its_base(const char* op, const Tensor& written) {
            "sharded before taking the view");
 }
 
+// The first call with a choice made from a checked user rule (Note [Checking user rules]).
+void check_choice(const char* op, Choice& choice, const WholeCall& whole,
+                  const std::vector<Tensor>& outputs, const DeviceMesh& mesh,
+                  const LocalOp& local) {
+  choice.check_rule = false;  // once per choice, even when the check raises
+  check_rule_result(op, whole, outputs, choice.output_shapes, mesh, choice.inputs, choice.outputs,
+                    choice.in_place, local);
+}
+
 std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
                              const OpAttrs& attrs, const LocalOp& local) {
   // Typed local tensors inside local_map(spmd_types=true) are checked, not sharded.
@@ -426,6 +469,8 @@ std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
   }
   const std::shared_ptr<Choice> choice = cached_choice(op, in, attrs, recording);
   if (choice->in_place) check_writes_its_base(op, tensors[0]);
+  std::optional<WholeCall> whole;
+  if (choice->check_rule) whole = gather_whole_call(in.locals, in.specs);
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (in.specs[i] == nullptr) continue;
     Tensor& l = in.locals[i];
@@ -442,7 +487,10 @@ std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
   }
   const CallLayout layout(op, in.mesh, choice->run_inputs, choice->run_outputs);
   std::vector<Tensor> out = local(LocalCall{in.locals, choice->local_output_shapes, layout});
-  if (choice->in_place) return {tensors[0]};
+  if (choice->in_place) {
+    if (whole.has_value()) check_choice(op, *choice, *whole, {tensors[0]}, in.mesh, local);
+    return {tensors[0]};
+  }
   const bool replicate_only = choice->output_shapes.empty();
   if (!replicate_only) {
     TS_INTERNAL_ASSERT(out.size() == choice->output_shapes.size(), "[", op, "] the local op gave ",
@@ -467,11 +515,18 @@ std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
       spec = std::make_shared<DTensorSpec>(
           DTensorSpec{in.mesh, ps, shape, std::move(stride), out[o].dtype()});
     }
-    if (!replicate_only) {
-      TS_INTERNAL_ASSERT(out[o].sizes() == choice->local_output_shapes[o], "[", op, "] output ", o,
-                         " of the local op has shape ", out[o].sizes(), " but placements ",
-                         spec->placements, " of global shape ", spec->shape, " give this rank ",
-                         choice->local_output_shapes[o]);
+    if (!replicate_only && out[o].sizes() != choice->local_output_shapes[o]) {
+      // A rule's output placements that the local op's result does not fit.
+      TS_CHECK(!choice->from_user_rule, "[", op, "] the sharding rule registered for '", op,
+               "' gives output ", o, " placements ", spec->placements,
+               ", under which global shape ", spec->shape, " gives this rank a shard of shape ",
+               choice->local_output_shapes[o], ", but the op run with the inputs' placements ",
+               describe_placements(choice->inputs), " computes a local result of shape ",
+               out[o].sizes(),
+               "; the rule's output placements must be what the op gives for its input placements");
+      TS_INTERNAL_ASSERT(false, "[", op, "] output ", o, " of the local op has shape ",
+                         out[o].sizes(), " but placements ", spec->placements, " of global shape ",
+                         spec->shape, " give this rank ", choice->local_output_shapes[o]);
     }
     wrapped.push_back(make_distributed(out[o], spec));
     if (choice->view) {
@@ -483,6 +538,7 @@ std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
           tensors[0].storage_offset() + *choice->view_offset_delta;
     }
   }
+  if (whole.has_value()) check_choice(op, *choice, *whole, wrapped, in.mesh, local);
   return wrapped;
 }
 
@@ -540,7 +596,8 @@ void install_distributed_hooks(DistributedHooks& hooks) {
   hooks.describe = dtensor::describe_hook;
 }
 
-void register_sharding(const std::string& op, ShardingRuleFn rule) {
+void register_sharding(const std::string& op, ShardingRuleFn rule,
+                       RegisterShardingOptions options) {
   const dtensor::RuleTable& table = dtensor::builtin_rules();
   TS_CHECK(table.count(op) == 1, "[register_sharding] '", op,
            "' is not an op of the registry (names as runtime/ops pass them: \"add\", \"mul_\", "
@@ -548,7 +605,7 @@ void register_sharding(const std::string& op, ShardingRuleFn rule) {
   TS_CHECK(rule != nullptr, "[register_sharding] empty rule for '", op, "'");
   dtensor::UserRules& u = dtensor::user_rules();
   std::lock_guard<std::mutex> lock(u.mutex);
-  u.rules[op] = std::move(rule);
+  u.rules[op] = dtensor::UserRule{std::move(rule), options.validate};
   ++u.version;
 }
 

@@ -48,9 +48,19 @@ struct ShardingCall {
 
 using ShardingRuleFn = std::function<std::vector<ShardingStrategy>(const ShardingCall&)>;
 
+struct RegisterShardingOptions {
+  // Checks the rule against the op: the first call that runs with each strategy chosen from the
+  // rule's list also runs the op on the whole tensors, and a result that differs is an Error on
+  // every rank naming the op and the placements (Note [Checking user rules] in
+  // dtensor/rule_check.h). For developing a rule: it gathers every input and output once per
+  // strategy. TESSERA_VALIDATE_SHARDING=1 turns it on for every registered rule.
+  bool validate = false;
+};
+
 // Replaces the rule of `op` (a registry name; see dtensor/README.md) for every rank of the
 // process; cached choices are dropped. Errors: an op that is not in the registry.
-void register_sharding(const std::string& op, ShardingRuleFn rule);
+void register_sharding(const std::string& op, ShardingRuleFn rule,
+                       RegisterShardingOptions options = {});
 // Back to the built-in rule. Errors: an op that is not in the registry.
 void unregister_sharding(const std::string& op);
 
