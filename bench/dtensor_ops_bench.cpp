@@ -46,10 +46,12 @@
 #include <ctime>
 #include <functional>
 #include <new>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/partial_factor_section.h"
 #include "bench/random_draws_section.h"
 
 // ---- heap allocations of the calling thread (every operator new of the process lands here) ----
@@ -515,14 +517,19 @@ void miss_section() {
 
 }  // namespace
 
-int main() {
+// Arguments: the numbers of the sections to run (default: all), e.g. `dtensor_ops_bench 4`.
+int main(int argc, char** argv) {
+  std::set<int> sections;
+  for (int i = 1; i < argc; ++i) sections.insert(std::atoi(argv[i]));
+  const auto wanted = [&](int section) { return sections.empty() || sections.count(section) > 0; };
   fmt::print("Tessera DTensor op dispatch benchmark (threads backend)\n\n");
   const auto t0 = Clock::now();
-  hit_section();
-  miss_section();
-  ts::bench::run_random_draws_section();
+  if (wanted(1)) hit_section();
+  if (wanted(2)) miss_section();
+  if (wanted(3)) ts::bench::run_random_draws_section();
+  if (wanted(4)) ts::bench::run_partial_factor_section();
   fmt::print(
-      "4. Targets: cached-op overhead <= 2 us over the plain op; cache miss <= 50 us on [2, 2, 2]. "
+      "5. Targets: cached-op overhead <= 2 us over the plain op; cache miss <= 50 us on [2, 2, 2]. "
       "torch 2.15 DTensor on this machine: 7-11 us per cached op; cache miss 4.5 ms (1-D), "
       "18.7 ms (2-D), 190 ms (3-D); a random draw on S(0) over 4 ranks ~1/4 of the whole tensor's "
       "on one device.\n");

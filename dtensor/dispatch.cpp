@@ -16,6 +16,7 @@
 #include "dtensor/dtensor_meta.h"
 #include "dtensor/local_layout.h"
 #include "dtensor/loss_parallel.h"
+#include "dtensor/partial_factors.h"
 #include "dtensor/redistribute/cost_model.h"
 #include "dtensor/redistribute/plan.h"
 #include "dtensor/rule_check.h"
@@ -162,6 +163,7 @@ struct Choice {
   // user rules] in dtensor/rule_check.h).
   bool check_rule = false;
   bool from_user_rule = false;
+  PartialFactors partial_factors = PartialFactors::kNone;
   // A view (Note [Global geometry of views]): how far it moves the input's storage offset
   // (nullopt: a fresh tensor), found with the output spec's strides on the first run.
   bool view = false;
@@ -264,6 +266,7 @@ std::shared_ptr<Choice> choose(const char* op, const Inputs& in, const OpAttrs& 
   auto choice = std::make_shared<Choice>();
   choice->in_place = builtin.in_place;
   choice->from_user_rule = from_user_rule;
+  choice->partial_factors = builtin.partial_factors;
   choice->check_rule = from_user_rule && checking_rule(registered.validate);
   choice->view = builtin.view;
   const auto mesh_ndim = static_cast<size_t>(in.mesh.ndim());
@@ -443,6 +446,32 @@ void check_writes_its_base(const char* op, const Tensor& written) {
            "sharded before taking the view");
 }
 
+// The call's inputs with their Partial placements reduced (Note [Partial times a factor that is
+// not finite]): run again, the op is offered no Partial strategy.
+std::vector<Tensor> reduce_partials(const char* op, const std::vector<Tensor>& tensors,
+                                    const Choice& choice) {
+  TS_CHECK(!choice.in_place, "[", op,
+           "] writes a Partial DTensor in place with a factor that "
+           "holds inf or NaN (or a zero divisor): its partial values cannot hold the result (0 * "
+           "inf is NaN where one device gives inf); redistribute it to Replicate first, or "
+           "compute out of place");
+  std::vector<Tensor> reduced = tensors;
+  bool any = false;
+  for (Tensor& t : reduced) {
+    if (!t.is_distributed()) continue;
+    const DTensor d(t);
+    const Placements whole = normalize_for_grad(d.placements());
+    if (whole == d.placements()) continue;
+    t = d.redistribute(whole);
+    any = true;
+  }
+  // Only an input's own Partial is reduced; a strategy that made one (from Replicate) beside a
+  // bad factor would be chosen again.
+  TS_INTERNAL_ASSERT(any, "[", op, "] a Partial strategy met a factor that is not finite, but no ",
+                     "input is Partial");
+  return reduced;
+}
+
 // The first call with a choice made from a checked user rule (Note [Checking user rules]).
 void check_choice(const char* op, Choice& choice, const WholeCall& whole,
                   const std::vector<Tensor>& outputs, const DeviceMesh& mesh,
@@ -484,6 +513,9 @@ std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
       spec->dtype = l.dtype();
       l = sum_grad_over(l, spec, choice->grad_sum_dims[i]);
     }
+  }
+  if (partials_meet_bad_factor(choice->partial_factors, choice->inputs, in.locals, in.mesh)) {
+    return dispatch(op, reduce_partials(op, tensors, *choice), attrs, local);
   }
   const CallLayout layout(op, in.mesh, choice->run_inputs, choice->run_outputs);
   std::vector<Tensor> out = local(LocalCall{in.locals, choice->local_output_shapes, layout});

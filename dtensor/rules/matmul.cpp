@@ -66,6 +66,7 @@ void add_matmul_rules(RuleTable& table) {
   const auto shapes = [](const ShardingCall& c) { return std::vector<Shape>{layout_of(c).out}; };
   for (const char* op : {"matmul", "mm", "bmm"}) {
     table[op] = OpRule{matmul_strategies, shapes, "", false};
+    table[op].partial_factors = PartialFactors::kFactors;
   }
 }
 

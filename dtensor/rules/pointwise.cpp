@@ -135,8 +135,8 @@ void sum_like(const ShardingCall& call, std::vector<ShardingStrategy>& list) {
 
 // Linearity holds for finite factors only: P(sum) * inf makes 0 * inf = NaN on the ranks whose
 // part is 0 where one device gives inf, and P / 0 makes 0 / 0. A scalar factor that is not
-// finite (or a zero divisor) therefore reduces the Partial first. (A Replicate tensor factor
-// holding such values is not detected yet: issue 52, row 5.)
+// finite (or a zero divisor) therefore reduces the Partial first; a Replicate tensor factor is
+// checked by dispatch, which sees its data (Note [Partial times a factor that is not finite]).
 void scaled(const ShardingCall& call, std::vector<ShardingStrategy>& list, bool either) {
   const bool scalar_form =
       call.op.find(".scalar") != std::string::npos || call.op.find(".rscalar") != std::string::npos;
@@ -252,6 +252,8 @@ void add_pointwise_rules(RuleTable& table) {
   add(table, std::string(name) + "_", binary_partials(BinaryOp::e, false, false), true);
   TS_FOR_EACH_BINARY_OP(TS_BINARY)
 #undef TS_BINARY
+  for (const char* name : {"mul", "mul_"}) table[name].partial_factors = PartialFactors::kFactors;
+  for (const char* name : {"div", "div_"}) table[name].partial_factors = PartialFactors::kDivisor;
   // The Scalar forms runtime/ops.h has: op(tensor, scalar), op(scalar, tensor), tensor op= scalar.
   for (BinaryOp op :
        {BinaryOp::kAdd, BinaryOp::kSub, BinaryOp::kMul, BinaryOp::kDiv, BinaryOp::kPow,

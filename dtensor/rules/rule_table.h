@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dtensor/partial_factors.h"
 #include "dtensor/sharding_rule.h"
 
 namespace tessera::dtensor {
@@ -28,6 +29,9 @@ struct OpRule {
   // Returns a view of its first input: the result has the single-device view's global strides
   // and storage offset (Note [Global geometry of views] in dtensor/view_geometry.h).
   bool view = false;
+  // Which operands beside a Partial input must be finite (Note [Partial times a factor that is
+  // not finite] in dtensor/partial_factors.h).
+  PartialFactors partial_factors = PartialFactors::kNone;
 };
 
 using RuleTable = std::map<std::string, OpRule, std::less<>>;

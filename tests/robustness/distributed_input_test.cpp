@@ -144,6 +144,66 @@ TEST_CASE("robustness: Partial(sum) times or over a non-finite or zero scalar (r
   });
 }
 
+// got (a DTensor) against one device's want, NaN where want has NaN.
+void expect_single_device(const std::string& name, const Tensor& got, const Tensor& want) {
+  const Tensor whole = DTensor(got).full_tensor();
+  if (!allclose(whole, want, 1e-12, 0, true)) {
+    std::ostringstream os;
+    os << name << " gives " << whole << ", one device " << want;
+    throw std::logic_error(os.str());
+  }
+}
+
+TEST_CASE("robustness: Partial(sum) times or over a Replicate tensor holding inf or 0 (row 5)",
+          "[robustness]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  expect_success("P * R, R * P, P / R, matmul(P, R), matmul(R, P) on 4 ranks", [inf] {
+    dist::run_threads(4, [inf](dist::ProcessGroupPtr) {
+      const DeviceMesh mesh(DeviceType::CPU, {4});
+      const Tensor x = from_vector(std::vector<double>{0.0, 1.5, -2.0, 0.0, 3.0, 0.25}, {2, 3});
+      const Tensor r = from_vector(std::vector<double>{inf, 2.0, 0.0, -1.0, 0.5, -inf}, {2, 3});
+      const Tensor p = distribute_tensor(x, mesh, {Replicate()}).redistribute({Partial()});
+      const Tensor rd = distribute_tensor(r, mesh, {Replicate()});
+      expect_single_device("P * R", p * rd, x * r);
+      expect_single_device("R * P", rd * p, r * x);
+      expect_single_device("P / R (a zero divisor)", p / rd, x / r);
+      const Tensor w = from_vector(std::vector<double>{1.0, inf, 2.0, 0.0, -1.0, 3.0}, {3, 2});
+      const Tensor wd = distribute_tensor(w, mesh, {Replicate()});
+      expect_single_device("matmul(P, R)", matmul(p, wd), matmul(x, w));
+      expect_single_device("matmul(R, P)", matmul(wd, p), matmul(w, x));
+      // Finite factors: the Partial stays (no collective beside the check).
+      const Tensor finite = distribute_tensor(ones({2, 3}) * 2.0, mesh, {Replicate()});
+      const Tensor stays = p * finite;
+      expect_single_device("P * finite R", stays, x * 2.0);
+      if (!DTensor(stays).placements()[0].is_partial()) {
+        throw std::logic_error("P * finite R no longer stays Partial");
+      }
+    });
+  });
+  expect_success("P on one mesh dim, the factor sharded on the other with inf in one shard", [inf] {
+    dist::run_threads(4, [inf](dist::ProcessGroupPtr) {
+      const DeviceMesh mesh(DeviceType::CPU, {2, 2});
+      std::vector<double> xv(8, 0.0), rv(8, 1.0);
+      for (size_t i = 0; i < 8; ++i) xv[i] = static_cast<double>(i) - 3.0;
+      rv[1] = inf;  // row 0: only the ranks holding shard 0 of dim 0 see it
+      const Tensor x = from_vector(xv, {4, 2});
+      const Tensor r = from_vector(rv, {4, 2});
+      const Tensor p =
+          distribute_tensor(x, mesh, {Shard(0), Replicate()}).redistribute({Shard(0), Partial()});
+      const Tensor rd = distribute_tensor(r, mesh, {Shard(0), Replicate()});
+      expect_single_device("S0,P * S0,R", p * rd, x * r);
+    });
+  });
+  expect_success("in place: P *= R holding inf raises", [inf] {
+    every_rank_raises(
+        [inf](const DeviceMesh& mesh) {
+          Tensor p = distribute_tensor(ones({4}), mesh, {Replicate()}).redistribute({Partial()});
+          p *= distribute_tensor(full({4}, inf), mesh, {Replicate()});
+        },
+        "[mul_] writes a Partial DTensor in place with a factor that holds inf or NaN");
+  });
+}
+
 TEST_CASE("robustness: in-place ops on views of DTensors write through or raise (row 8)",
           "[robustness]") {
   expect_success("narrow of the sharded dim, then +=", [] {
