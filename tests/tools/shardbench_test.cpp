@@ -1,10 +1,13 @@
 // tessera-shardbench's parts: the alpha-beta fit, the closed-form collectives of every strategy
 // against what a measured run issues (CommDebugMode's counting), the losses of every strategy
-// against one device, and the command line's errors.
+// against one device, the command line's and plan files' errors, the memory estimate that
+// refuses a run too large for the machine, and the calibration's rates (issue 52).
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include "tests/tools/small_model.h"
@@ -33,8 +36,41 @@ TEST_CASE("fit_alpha_beta recovers the line of synthetic timings", "[shardbench]
   const CollectiveLine origin = fit_alpha_beta({1e6, 2e6}, {0.9e-3, 2.0e-3});
   CHECK(origin.alpha_s == 0.0);
   CHECK(origin.beta_s_per_byte == Approx((0.9e-3 * 1e6 + 2.0e-3 * 2e6) / (1e12 + 4e12)));
-  CHECK_THROWS_WITH(fit_alpha_beta({1.0}, {1.0}), Catch::Contains("at least two"));
-  CHECK_THROWS_WITH(fit_alpha_beta({1.0, 1.0}, {1.0, 2.0}), Catch::Contains("different"));
+  CHECK_THROWS_WITH(fit_alpha_beta({}, {}), Catch::Contains("at least one"));
+  CHECK_THROWS_WITH(fit_alpha_beta({1.0, 2.0}, {1.0}), Catch::Contains("equal count"));
+}
+
+// Issue 52: a configuration whose collectives all have one message size failed the run with
+// "[fit_alpha_beta] needs at least two different message sizes".
+TEST_CASE("points of one message size fit latency only", "[shardbench]") {
+  const CollectiveLine one = fit_alpha_beta({16384.0}, {20e-6});
+  CHECK(one.alpha_s == Approx(20e-6));
+  CHECK(one.beta_s_per_byte == 0.0);
+  const CollectiveLine same = fit_alpha_beta({16384.0, 16384.0, 16384.0}, {10e-6, 20e-6, 30e-6});
+  CHECK(same.alpha_s == Approx(20e-6));  // the mean
+  CHECK(same.beta_s_per_byte == 0.0);
+}
+
+TEST_CASE("calibration of messages of one size, and of groups of one rank, runs and says so",
+          "[shardbench]") {
+  // Every message at most 1000 bytes: the sweep's four sizes are all its 16 KiB floor.
+  const Calibration small = calibrate({Shape{2}}, 1, 1000);
+  const CollectiveLine& line = small.line("all_reduce", 2);
+  CHECK(line.alpha_s > 0.0);
+  CHECK(line.beta_s_per_byte == 0.0);
+  REQUIRE(small.notes.size() == 1);
+  CHECK_THAT(small.notes[0], Catch::Contains("groups of 2") && Catch::Contains("latency only"));
+  // One rank (--ranks 1 with --plan): nothing to time, no communication.
+  const Calibration one = calibrate({Shape{1}}, 1, 0);
+  for (const char* kind : {"all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"}) {
+    CHECK(one.line(kind, 1).seconds(3, 1 << 20) == 0.0);
+  }
+  REQUIRE(one.notes.size() == 1);
+  CHECK_THAT(one.notes[0], Catch::Contains("groups of 1") && Catch::Contains("no communication"));
+  // The tiny MLP of the issue: DP's gradients all_reduced in messages far below 16 KiB.
+  const ModelConfig mlp = small_model("mlp", 1);
+  const Strategy dp = strategy_named("dp", 2);
+  CHECK(std::isfinite(predict(dp, mlp, small).comm_s));
 }
 
 TEST_CASE("every strategy's collectives equal its closed form and its loss one device's",
@@ -194,6 +230,125 @@ TEST_CASE("tessera-shardbench flags and plan files: errors say what is valid", "
                     Catch::Contains(path + ":2") && Catch::Contains("valid: colwise, rowwise"));
   std::remove(path.c_str());
   CHECK_THROWS_WITH(plan_from_file("no/such/plan", 4), Catch::Contains("cannot read"));
+}
+
+// Issue 52: --vocab 2147483647 failed as "[cpu_alloc] out of memory allocating 2199023255552
+// bytes" after the allocations before it. The estimate is checked against the allocator's
+// high-water mark of a measured step (an independent figure) and its errors name the flags.
+TEST_CASE("the memory estimate is a close lower bound of a measured step's high-water mark",
+          "[shardbench]") {
+  ModelConfig vocab_heavy = small_model("transformer", 1);
+  vocab_heavy.dtype = kFloat32;
+  vocab_heavy.hidden = 64;
+  vocab_heavy.vocab = 16384;
+  ModelConfig seq_heavy = small_model("transformer", 2);
+  seq_heavy.seq = 256;
+  seq_heavy.vocab = 64;
+  ModelConfig mlp = small_model("mlp", 1);
+  mlp.hidden = 128;
+  mlp.batch = 16;
+  mlp.seq = 32;
+  ModelConfig wide = small_model("transformer", 1);
+  wide.hidden = 256;
+  wide.batch = 1;
+  for (const ModelConfig& c : {vocab_heavy, seq_heavy, mlp, wide}) {
+    const Measurement m = measure(strategy_named("single", 1), c, {.steps = 1, .warmup = 1}, {});
+    const double estimate = step_memory(c).peak_bytes();
+    const double measured = static_cast<double>(m.peak_bytes);
+    INFO(c.preset << " hidden " << c.hidden << " vocab " << c.vocab << " seq " << c.seq
+                  << ": estimate " << estimate << ", measured " << measured);
+    CHECK(estimate <= 1.05 * measured);
+    // Below by what backward and the update allocate on top (Note [Memory of a step]).
+    CHECK(estimate >= 0.65 * measured);
+  }
+}
+
+TEST_CASE("a run too large for the machine fails before it allocates, naming the flags",
+          "[shardbench]") {
+  using V = std::vector<std::string>;
+  const int64_t allocations = cpu_allocator_stats().num_allocs;
+  // The embedding and the head: 2 x 2147483647 x 256 float32 weights, 4.4 TB a copy; each of the
+  // calibration's 4 replicas holds 4 copies (weights, gradients, AdamW's two moments): 70.4 TB.
+  const Options vocab = parse_options(V{"--vocab", "2147483647"});
+  CHECK_THROWS_WITH(check_memory(vocab, 64e9),
+                    Catch::Contains("--vocab 2147483647 x --hidden 256") &&
+                        Catch::Contains("70.4 TB") && Catch::Contains("64 GB"));
+  // 1024 replicas of the default model: 1024 x 4 x 2.63 M x 4 bytes = 43.1 GB and more.
+  CHECK_THROWS_WITH(check_memory(parse_options(V{"--ranks", "1024"}), 32e9),
+                    Catch::Contains("--ranks 1024"));
+  // Attention probabilities: 2 layers x 8 sequences x 8 heads x 65536^2 x 2 x 4 bytes = 4.4 TB.
+  CHECK_THROWS_WITH(
+      check_memory(parse_options(V{"--seq", "65536", "--ranks", "1"}), 64e9),
+      Catch::Contains("attention probabilities 4.4 TB") && Catch::Contains("--seq 65536 squared"));
+  CHECK(cpu_allocator_stats().num_allocs == allocations);
+  // The default run fits this machine (and any with 1 GB).
+  CHECK_NOTHROW(check_memory(parse_options({}), machine_memory_bytes()));
+  CHECK(machine_memory_bytes() > 1e9);
+}
+
+// Issue 52: extra words were ignored, a path given twice kept the last line, and a plan that
+// cannot apply failed in Linear or cross_entropy once its turn came, naming no line.
+TEST_CASE("plan files: strict lines, and plans checked against the model up front",
+          "[shardbench]") {
+  const std::string path = "shardbench_test_strict_plan.txt";
+  const auto plan = [&](const std::string& text, int64_t ranks) {
+    { std::ofstream(path) << text; }
+    return plan_from_file(path, ranks);
+  };
+  CHECK_THROWS_WITH(plan("0 colwise\n2 rowwise dtensor extra\n", 4),
+                    Catch::Contains(path + ":2") && Catch::Contains("unexpected word 'extra'"));
+  CHECK_THROWS_WITH(plan("0 colwise wide\n", 4), Catch::Contains(path + ":1"));
+  CHECK_THROWS_WITH(
+      plan("0 colwise\n2 rowwise\n0 rowwise  # again\n", 4),
+      Catch::Contains(path + ":1 ('0 colwise')") && Catch::Contains(path + ":3 ('0 rowwise')"));
+  const ModelConfig mlp = small_model("mlp", 1);  // 16 -> 64 -> 16
+  const ModelConfig lm = small_model("transformer", 2);
+  CHECK_NOTHROW(check_plan(plan("0 colwise\n2 rowwise\n", 4), mlp));
+  CHECK_NOTHROW(check_plan(plan("blocks.*.up colwise\nblocks.*.down rowwise\n", 4), lm));
+  // A path that is not in the model, a style on a module it cannot shard.
+  CHECK_THROWS_WITH(check_plan(plan("0 colwise\nblocks rowwise\n", 4), mlp),
+                    Catch::Contains(path + ":2 ('blocks rowwise')") &&
+                        Catch::Contains("matches no submodule") && Catch::Contains("0, 1, 2"));
+  CHECK_THROWS_WITH(check_plan(plan("# MLP\n1 colwise\n", 4), mlp),
+                    Catch::Contains(path + ":2") && Catch::Contains("'1' is a GELU"));
+  CHECK_THROWS_WITH(check_plan(plan("blocks.0 colwise\n", 4), lm),
+                    Catch::Contains(path + ":1") && Catch::Contains("TransformerBlock"));
+  CHECK_THROWS_WITH(check_plan(plan("blocks.*.up colwise\nblocks.1.up rowwise\n", 4), lm),
+                    Catch::Contains(path + ":2") && Catch::Contains(path + ":1"));
+  // 64 MLP features into 3 plain-tensor shards; as a DTensor the uneven split runs.
+  CHECK_THROWS_WITH(check_plan(plan("0 colwise\n2 rowwise\n", 3), mlp),
+                    Catch::Contains(path + ":1") && Catch::Contains("does not divide 64"));
+  CHECK_NOTHROW(check_plan(plan("0 colwise dtensor\n2 rowwise\n", 3), mlp));
+  // Layouts that apply but do not compose: the step before the run names the line.
+  CHECK_THROWS_WITH(check_plan(plan("0 colwise\n", 4), mlp),
+                    Catch::Contains(path + ":1 ('0 colwise')") && Catch::Contains("module '2'") &&
+                        Catch::Contains("[Linear]"));
+  CHECK_THROWS_WITH(check_plan(plan("head colwise\n", 4), lm),
+                    Catch::Contains(path + ":1") && Catch::Contains("the loss") &&
+                        Catch::Contains("[cross_entropy]"));
+  std::remove(path.c_str());
+}
+
+// Issue 52: with OMP_NUM_THREADS=1 the default-thread GEMM samples were filed as one thread's,
+// and the table printed "GEMM inf GFLOP/s".
+TEST_CASE("one intra-op thread: finite GEMM and pointwise rates, never inf in the table",
+          "[shardbench]") {
+  const IntraOpThreadsGuard one(1);
+  const ModelConfig c = small_model("mlp", 1);
+  const ComputeRound r = time_compute(c, {.steps = 1, .warmup = 0}, 2, {});
+  for (const double rate : {r.gemm_flops_per_s, r.gemm_flops_one_thread}) {
+    CHECK(std::isfinite(rate));
+    CHECK(rate > 1e6);  // a 512^3 GEMM faster than 1 MFLOP/s
+  }
+  CHECK(std::isfinite(r.pointwise_speedup));
+  Calibration cal;
+  cal.gemm_flops_per_s = std::numeric_limits<double>::infinity();
+  cal.gemm_flops_one_thread = 0.0;
+  cal.pointwise_speedup = std::numeric_limits<double>::quiet_NaN();
+  const std::string text = table(c, cal, {}, std::nullopt);
+  CHECK_THAT(text, Catch::Contains("GEMM not measured"));
+  CHECK_THAT(text, !Catch::Contains("inf") && !Catch::Contains("nan"));
+  CHECK_THAT(json(c, cal, {}, std::nullopt), Catch::Contains("\"gemm_flops_per_s\": null"));
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 #include "tools/shardbench/calibrate.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -48,21 +52,33 @@ double time_collective(dist::CollectiveKind kind, const dist::ProcessGroupPtr& g
          kBackToBack;
 }
 
-// Seconds of f on the default intra-op threads and on one: the medians of `pairs` calls of each
-// in alternation, so that the machine's drifts weigh on both alike.
+// Seconds of f on the default intra-op threads and on one: the medians of `pairs` samples of each
+// in alternation, so that the machine's drifts weigh on both alike. A sample repeats f until it
+// spans kShortestSample (f on many threads may take less, and a rate from a clock reading of a
+// few ticks, or of none, is noise or inf). With one default thread both are the same setting,
+// timed alike (by where in the pair, not by the thread count: OMP_NUM_THREADS=1 once left the
+// default's samples empty, a median of 0 and an infinite GEMM rate).
+constexpr double kShortestSample = 200e-6;
 struct ThreadTimes {
   double all_s = 0.0, one_s = 0.0;
 };
 ThreadTimes time_on_threads(const std::function<void()>& f, int pairs) {
   const int threads = get_num_threads();
   f();
+  const auto t_warm = Clock::now();
+  f();
+  const double warm_s = std::chrono::duration<double>(Clock::now() - t_warm).count();
+  const int reps = warm_s >= kShortestSample
+                       ? 1
+                       : static_cast<int>(std::ceil(kShortestSample / std::max(warm_s, 1e-9)));
   std::vector<double> all, one;
   for (int i = 0; i < pairs; ++i) {
-    for (const int n : {threads, 1}) {
-      const IntraOpThreadsGuard scope(n);
+    for (const bool on_default : {true, false}) {
+      const IntraOpThreadsGuard scope(on_default ? threads : 1);
       const auto t0 = Clock::now();
-      f();
-      (n == 1 ? one : all).push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      for (int r = 0; r < reps; ++r) f();
+      (on_default ? all : one)
+          .push_back(std::chrono::duration<double>(Clock::now() - t0).count() / reps);
     }
   }
   return {median(all), median(one)};
@@ -86,12 +102,28 @@ Measurement on_every_rank(const Strategy& s, const ModelConfig& c, const RunOpti
   return slowest;
 }
 
+bool one_size(const std::vector<double>& bytes) {
+  return std::all_of(bytes.begin(), bytes.end(), [&](double b) { return b == bytes.front(); });
+}
+
+// The notes of Calibration::notes for groups of one rank and for lines of one message size.
+std::string one_rank_note() {
+  return "groups of 1 rank: no communication, their collectives predicted free (not timed)";
+}
+std::string latency_only_note(int64_t group_size, double bytes,
+                              const std::vector<std::string>& lines) {
+  return fmt::format(
+      "groups of {}: the strategies' messages average at most {:.1f} KB, the one size timed: "
+      "latency only, no bandwidth term ({})",
+      group_size, bytes / 1e3, fmt::join(lines, ", "));
+}
+
 }  // namespace
 
 CollectiveLine fit_alpha_beta(const std::vector<double>& bytes,
                               const std::vector<double>& seconds) {
-  TS_CHECK(bytes.size() == seconds.size() && bytes.size() >= 2,
-           "[fit_alpha_beta] needs at least two (bytes, seconds) points of equal count, got ",
+  TS_CHECK(bytes.size() == seconds.size() && !bytes.empty(),
+           "[fit_alpha_beta] needs (bytes, seconds) points of equal count, at least one, got ",
            bytes.size(), " and ", seconds.size());
   const double n = static_cast<double>(bytes.size());
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
@@ -101,9 +133,12 @@ CollectiveLine fit_alpha_beta(const std::vector<double>& bytes,
     sxx += bytes[i] * bytes[i];
     sxy += bytes[i] * seconds[i];
   }
-  const double denom = n * sxx - sx * sx;
-  TS_CHECK(denom > 0, "[fit_alpha_beta] needs at least two different message sizes");
   CollectiveLine ab;
+  if (one_size(bytes)) {
+    ab.alpha_s = std::max(0.0, sy / n);
+    return ab;
+  }
+  const double denom = n * sxx - sx * sx;
   ab.beta_s_per_byte = (n * sxy - sx * sy) / denom;
   ab.alpha_s = (sy - ab.beta_s_per_byte * sx) / n;
   if (ab.alpha_s < 0) {
@@ -217,6 +252,10 @@ Calibration calibrate(const std::vector<Shape>& mesh_shapes, int sessions, int64
   // threads: each session of threads times every line, and the fit takes each size's median over
   // the sessions.
   const std::set<Shape> shapes(mesh_shapes.begin(), mesh_shapes.end());
+  bool one_rank_groups = false;
+  for (const Shape& shape : shapes) {
+    for (int64_t d = 0; d < shape.ndim(); ++d) one_rank_groups = one_rank_groups || shape[d] == 1;
+  }
   struct Samples {
     dist::CollectiveKind kind;
     int64_t group_size;
@@ -231,6 +270,7 @@ Calibration calibrate(const std::vector<Shape>& mesh_shapes, int sessions, int64
         const DeviceMesh mesh(DeviceType::CPU, shape);
         for (int64_t d = 0; d < mesh.ndim(); ++d) {
           const dist::ProcessGroupPtr g = mesh.get_group(d);
+          if (g->size() == 1) continue;  // lines of zeros, below
           for (const dist::CollectiveKind kind : kKinds) {
             std::vector<double> xs, ys;
             for (int64_t bytes : sizes) {
@@ -250,11 +290,25 @@ Calibration calibrate(const std::vector<Shape>& mesh_shapes, int sessions, int64
       });
     }
   }
+  std::map<int64_t, std::vector<std::string>> latency_only;  // group size -> "kind alpha"
   for (const auto& [key, k] : samples) {
     std::vector<double> medians;
     for (const std::vector<double>& per_session : k.seconds) medians.push_back(median(per_session));
-    cal.model.set_line(dist::collective_name(k.kind), k.group_size,
-                       fit_alpha_beta(k.bytes, medians));
+    const CollectiveLine line = fit_alpha_beta(k.bytes, medians);
+    cal.model.set_line(dist::collective_name(k.kind), k.group_size, line);
+    if (one_size(k.bytes)) {
+      latency_only[k.group_size].push_back(
+          fmt::format("{} {:.1f} us", dist::collective_name(k.kind), line.alpha_s * 1e6));
+    }
+  }
+  for (const auto& [group_size, lines] : latency_only) {
+    cal.notes.push_back(latency_only_note(group_size, static_cast<double>(sizes.front()), lines));
+  }
+  if (one_rank_groups) {
+    for (const dist::CollectiveKind kind : kKinds) {
+      cal.model.set_line(dist::collective_name(kind), 1, CollectiveLine{});
+    }
+    cal.notes.push_back(one_rank_note());
   }
   return cal;
 }

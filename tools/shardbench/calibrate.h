@@ -19,8 +19,10 @@ namespace tessera::shardbench {
 using dtensor::CollectiveLine;
 
 // Least squares of seconds against bytes, both clamped at >= 0 (a negative intercept from noise
-// becomes 0 and the slope is refitted through the origin). Errors: fewer than two points, sizes
-// that differ in length.
+// becomes 0 and the slope is refitted through the origin). Points of one message size cannot
+// tell latency from bandwidth: their mean time is the latency, with no bandwidth term (the
+// calibration times one size only when the strategies' messages average at most its smallest,
+// 16 KiB, where latency is most of the time). Errors: no point, sizes that differ in length.
 CollectiveLine fit_alpha_beta(const std::vector<double>& bytes, const std::vector<double>& seconds);
 
 // One thread's forward + backward as a line in the batch: a fixed per-step cost (small ops,
@@ -64,13 +66,18 @@ struct Calibration {
   // their optimizer steps, each over all the parameters (a DP rank's update).
   double replicated_compute_s = 0.0;
   double replicated_optimizer_s = 0.0;
+  // What the lines could not fit, for the report: groups of one rank (no communication, a line
+  // of zeros) and groups timed at one message size (latency only).
+  std::vector<std::string> notes;
   // Of a kind on a group size; Error when not calibrated.
   const CollectiveLine& line(const std::string& kind, int64_t group_size) const;
 };
 
 // Sweeps every collective kind the strategies issue over the group sizes of their meshes, in
 // `sessions` runs of rank threads, with messages up to `largest` bytes (whole), and times the
-// copy bandwidth. The compute figures come from set_compute.
+// copy bandwidth. Groups of one rank get lines of zeros (a collective on them moves nothing) and
+// are not timed; a sweep whose sizes all come out equal fits latency only (fit_alpha_beta). Both
+// are said in `notes`. The compute figures come from set_compute.
 Calibration calibrate(const std::vector<Shape>& mesh_shapes, int sessions, int64_t largest);
 
 // One round's timings of the compute the predictions stand on: the model on one thread at the

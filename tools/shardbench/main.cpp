@@ -41,10 +41,16 @@ void write_file(const std::string& path, const std::string& text) {
 }
 
 int run(const sb::Options& o) {
+  // Before anything allocates: a model too large for the machine fails now, naming its flags,
+  // not in an allocation after seconds of others.
+  sb::check_memory(o, sb::machine_memory_bytes());
   std::vector<sb::Strategy> strategies;
   for (const std::string& name : o.strategies)
     strategies.push_back(sb::strategy_named(name, o.ranks));
-  if (!o.plan_file.empty()) strategies.push_back(sb::plan_from_file(o.plan_file, o.ranks));
+  if (!o.plan_file.empty()) {
+    strategies.push_back(sb::plan_from_file(o.plan_file, o.ranks));
+    sb::check_plan(strategies.back(), o.model);  // not after the other strategies' rounds
+  }
   // One device: the losses every strategy must follow.
   const sb::Strategy single = sb::strategy_named("single", o.ranks);
   const sb::StealMeter steal;

@@ -1,5 +1,7 @@
 #include "tools/shardbench/model.h"
 
+#include <algorithm>
+
 #include "examples/transformer_block.h"
 
 namespace tessera::shardbench {
@@ -97,6 +99,94 @@ int64_t parameter_count(const ModelConfig& c) {
   // Per block: 2 norms (weight, bias), q/k/v/o with bias, up and down with bias.
   const int64_t block = 2 * 2 * h + 3 * (h * a + a) + (a * h + h) + (h * f + f) + (f * h + h);
   return c.vocab * h + c.layers * block + 2 * h + h * c.vocab;
+}
+
+// Note [Memory of a step]
+// A thread training the model holds the weights, AdamW's two moments (in the weights' dtype, from
+// the first step on) and the activations forward keeps for backward; backward frees activations
+// as it makes the gradients, so the high-water mark is the larger of 3 weights + activations and
+// 4 weights (with the gradients; AdamW's update then allocates a few parameter-sized
+// temporaries, not counted). Activations, per token: per block the norms' inputs and outputs
+// and the residuals (4 hidden), q, k, v and the merged heads (4 attention width), the MLP's up
+// output and its GELU (2 MLP width) and the attention probabilities, kept whole (2 heads x seq);
+// the logits and their softmax (2 vocab). The MLP preset keeps per row its input and target, the
+// up output and its GELU, the output, the difference and its square: 2 MLP width + 6 hidden
+// (counting the input rows 2 x). Against the allocator's high-water mark of one device's second
+// step, MB (tessera-shardbench --strategies single --steps 1 --rounds 1, its peak MB; float32
+// unless said): default 61 estimated against 62; vocab 32768 375 / 377; vocab 65536 batch 4
+// 566 / 696 (the update's temporaries of the 67 MB head); 8 layers 181 / 182; seq 512 501 / 531;
+// seq 256 batch 32 703 / 720; hidden 1024 470 / 504; float64 vocab 16384 415 / 418; MLP hidden
+// 1024 134 / 172; MLP batch 64 x seq 256 241 / 270. The tools test's float64 model of hidden 16
+// and seq 256, nearly all attention probabilities, reads 0.73 of its mark: the backward of the
+// last block adds the probabilities' gradients on top of what forward kept.
+
+namespace {
+
+std::string flag(const char* name, int64_t value) {
+  std::string s(name);
+  s += ' ';
+  s += std::to_string(value);
+  return s;
+}
+
+// "--batch 8 x --seq 64": the flags a term is the product of.
+std::string product(const std::vector<std::string>& flags) {
+  std::string s;
+  for (const std::string& f : flags) s += (s.empty() ? "" : " x ") + f;
+  return s;
+}
+
+}  // namespace
+
+double StepMemory::weight_bytes() const {
+  double sum = 0.0;
+  for (const MemoryTerm& t : weights) sum += t.bytes;
+  return sum;
+}
+
+double StepMemory::activation_bytes() const {
+  double sum = 0.0;
+  for (const MemoryTerm& t : activations) sum += t.bytes;
+  return sum;
+}
+
+double StepMemory::peak_bytes() const {
+  return std::max(3.0 * weight_bytes() + activation_bytes(), 4.0 * weight_bytes());
+}
+
+StepMemory step_memory(const ModelConfig& c, int64_t replicas) {
+  const int64_t sequences = std::max<int64_t>(1, c.batch / replicas);
+  const double b = static_cast<double>(element_size(c.dtype));
+  const double h = static_cast<double>(c.hidden), a = static_cast<double>(attention_width(c));
+  const double f = static_cast<double>(mlp_width(c)), v = static_cast<double>(c.vocab);
+  const double layers = static_cast<double>(c.layers), seq = static_cast<double>(c.seq);
+  const double tokens = static_cast<double>(sequences) * seq;
+  const std::string batch = replicas > 1
+                                ? flag("--batch", c.batch) + " / " + flag("--ranks", replicas)
+                                : flag("--batch", c.batch);
+  const std::string hidden = flag("--hidden", c.hidden), seqs = flag("--seq", c.seq);
+  StepMemory m;
+  if (is_mlp(c)) {
+    m.weights.push_back({"the MLP's weights", hidden, static_cast<double>(parameter_count(c)) * b});
+    m.activations.push_back(
+        {"the activations", product({batch, seqs, hidden}), tokens * (2.0 * f + 6.0 * h) * b});
+    return m;
+  }
+  const double table = 2.0 * v * h;  // the embedding and the head
+  m.weights.push_back(
+      {"the embedding and the head", product({flag("--vocab", c.vocab), hidden}), table * b});
+  m.weights.push_back({"the blocks' weights", product({flag("--layers", c.layers), hidden}),
+                       (static_cast<double>(parameter_count(c)) - table) * b});
+  m.activations.push_back(
+      {"the logits", product({batch, seqs, flag("--vocab", c.vocab)}), 2.0 * tokens * v * b});
+  m.activations.push_back(
+      {"the attention probabilities",
+       product({flag("--layers", c.layers), batch, flag("--heads", c.heads), seqs + " squared"}),
+       layers * tokens * 2.0 * static_cast<double>(c.heads) * seq * b});
+  m.activations.push_back({"the blocks' other activations",
+                           product({flag("--layers", c.layers), batch, seqs, hidden}),
+                           layers * tokens * (4.0 * h + 4.0 * a + 2.0 * f) * b});
+  return m;
 }
 
 double step_gemm_flops(const ModelConfig& c) {

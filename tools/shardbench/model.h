@@ -53,6 +53,30 @@ Batch make_batch(const ModelConfig& c);
 Tensor loss_of(const ModelConfig& c, const Tensor& output, const Tensor& target);
 
 int64_t parameter_count(const ModelConfig& c);
+// One term of a training step's tensor memory on the thread that trains it: what it is, the
+// flags that size it with their values ("--vocab 2048 x --hidden 256") and its bytes.
+struct MemoryTerm {
+  std::string what;
+  std::string flags;
+  double bytes = 0.0;
+};
+
+// The tensor memory one thread needs to train `c` with AdamW (Note [Memory of a step]), from the
+// sizes make_model builds: one copy of the weights by group and the activations forward keeps
+// for backward by kind, in double (the flags' ranges overflow int64 in products of four). With
+// `replicas` > 1: one of that many replicas, each on batch / replicas sequences (at least one).
+struct StepMemory {
+  std::vector<MemoryTerm> weights;
+  std::vector<MemoryTerm> activations;
+  double weight_bytes() const;
+  double activation_bytes() const;
+  // The high-water mark: the weights and AdamW's two moments beside the activations, or the
+  // gradients' fourth copy of the weights, whichever is more. A lower bound of the measured one
+  // by up to ~30% (allocator rounding, the backward's and the update's temporaries).
+  double peak_bytes() const;
+};
+StepMemory step_memory(const ModelConfig& c, int64_t replicas = 1);
+
 // Floating-point operations of the matrix products (the linear layers', attention's) in one
 // forward + backward of the whole batch.
 double step_gemm_flops(const ModelConfig& c);

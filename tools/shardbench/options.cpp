@@ -1,5 +1,12 @@
 #include "tools/shardbench/options.h"
 
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <sstream>
 
 namespace tessera::shardbench {
@@ -37,7 +44,83 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
+// Decimal units, as the tool's tables print MB and GB.
+std::string bytes_text(double bytes) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB", "EB"};
+  size_t u = 0;
+  for (; u + 1 < std::size(units) && bytes >= 1000.0; ++u) bytes /= 1000.0;
+  return bytes < 1000.0 ? fmt::format("{:.3g} {}", bytes, units[u])
+                        : fmt::format("{:.0f} {}", bytes, units[u]);
+}
+
+// The terms that make up most of a step's high-water mark (each at least a tenth of it, and the
+// largest always), largest first, with their flags: what a reader lowers.
+std::string largest_terms(const StepMemory& m) {
+  const bool activations_at_peak = m.activation_bytes() >= m.weight_bytes();
+  struct Part {
+    double bytes;
+    std::string text;
+  };
+  std::vector<Part> parts;
+  for (const MemoryTerm& t : m.weights) {
+    const int copies = activations_at_peak ? 3 : 4;
+    parts.push_back({copies * t.bytes,
+                     fmt::format("{} {} x {} ({}; {} copies: the weights, {}AdamW's two moments)",
+                                 t.what, copies, bytes_text(t.bytes), t.flags, copies,
+                                 activations_at_peak ? "" : "their gradients, ")});
+  }
+  if (activations_at_peak) {
+    for (const MemoryTerm& t : m.activations) {
+      parts.push_back({t.bytes, fmt::format("{} {} ({})", t.what, bytes_text(t.bytes), t.flags)});
+    }
+  }
+  std::sort(parts.begin(), parts.end(),
+            [](const Part& x, const Part& y) { return x.bytes > y.bytes; });
+  std::vector<std::string> listed;
+  for (const Part& p : parts) {
+    if (listed.empty() || p.bytes >= 0.1 * m.peak_bytes()) listed.push_back(p.text);
+  }
+  return fmt::format("{}", fmt::join(listed, "; "));
+}
+
+// The limit of the cgroup this process runs in (cgroup v2, then v1), when it sets one.
+std::optional<double> cgroup_limit() {
+  for (const char* path :
+       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(path);
+    double limit = 0.0;
+    if (in >> limit && limit > 0.0) return limit;  // "max" reads as no number
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+RunMemory run_memory(const Options& o) {
+  const RunMemory one{"one device's step", 1, step_memory(o.model)};
+  const RunMemory replicas{
+      fmt::format("the calibration's {} replicas trained at once (--ranks {})", o.ranks, o.ranks),
+      o.ranks, step_memory(o.model, o.ranks)};
+  return replicas.bytes() > one.bytes() ? replicas : one;
+}
+
+double machine_memory_bytes() {
+  const double physical =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  const std::optional<double> limit = cgroup_limit();
+  return limit ? std::min(physical, *limit) : physical;
+}
+
+void check_memory(const Options& o, double available) {
+  const RunMemory need = run_memory(o);
+  const std::string holds =
+      need.copies > 1 ? fmt::format("hold {} x {}", need.copies, bytes_text(need.step.peak_bytes()))
+                      : "holds " + bytes_text(need.step.peak_bytes());
+  TS_CHECK(need.bytes() <= available, "[tessera-shardbench] the run needs at least ",
+           bytes_text(need.bytes()), " of memory, more than the ", bytes_text(available),
+           " this machine has: ", need.phase, " ", holds, ", mostly ", largest_terms(need.step),
+           ". Lower these flags");
+}
 
 std::string usage() {
   return R"(tessera-shardbench: train a model under sharding strategies on rank threads, measure each
@@ -56,7 +139,8 @@ step, calibrate a cost model on this machine and predict every strategy's step f
   --strategies LIST         comma-separated from single, dp, tp, sp, fsdp, fsdp_tp
                             (default all; fsdp_tp is a 2 x ranks/2 mesh "dp" x "tp")
   --plan FILE               also run an explicit plan: lines "submodule.path style [dtensor]",
-                            style colwise | rowwise | sequence, '*' matches one path level
+                            style colwise | rowwise | sequence, '*' matches one path level;
+                            checked against the model, and one step run, before the run
   --steps N                 timed steps per strategy and round (default 4)
   --warmup N                untimed steps first, each round (default 1)
   --rounds N                rounds over all strategies (default 3): a strategy's steps are

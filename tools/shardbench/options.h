@@ -31,4 +31,22 @@ struct Options {
 Options parse_options(const std::vector<std::string>& args);
 std::string usage();
 
+// The least tensor memory a measured run holds at once: the larger of one device's step and the
+// calibration's replicas of the model trained on every rank thread at once, each on batch / ranks
+// sequences (every run trains both; the strategies hold no more than the replicas, or shard).
+struct RunMemory {
+  std::string phase;  // "one device's step", "the calibration's 4 replicas trained at once ..."
+  int64_t copies = 1;
+  StepMemory step;  // of one copy
+  double bytes() const { return static_cast<double>(copies) * step.peak_bytes(); }
+};
+RunMemory run_memory(const Options& o);
+
+// This machine's memory: physical, or the cgroup's limit where lower.
+double machine_memory_bytes();
+
+// Errors when run_memory(o) exceeds `available` bytes, before the run allocates anything: the
+// message gives the estimate and the largest terms with the flags that size them.
+void check_memory(const Options& o, double available);
+
 }  // namespace tessera::shardbench

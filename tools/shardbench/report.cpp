@@ -43,6 +43,30 @@ std::string model_text(const ModelConfig& c) {
                      c.layers, c.hidden, c.heads, c.batch, c.seq, c.vocab, dtype_name(c.dtype));
 }
 
+// A rate or ratio the calibration measured, or why there is none: one from a time of zero (a
+// sample shorter than the clock's tick) is infinite, which a reader would take for a result.
+std::string measured_text(double value, const char* format) {
+  if (!std::isfinite(value) || value <= 0.0) return "not measured (a timing of 0 s)";
+  return fmt::format(fmt::runtime(format), value);
+}
+
+// "a", "b": a JSON array's strings (none of them holds a quote).
+std::string json_strings(const std::vector<std::string>& list) {
+  std::string s;
+  for (const std::string& item : list) {
+    if (!s.empty()) s += ", ";
+    s += '"';
+    s += item;
+    s += '"';
+  }
+  return s;
+}
+
+// JSON has no inf or nan.
+std::string json_number(double value) {
+  return std::isfinite(value) ? fmt::format("{:.6g}", value) : "null";
+}
+
 }  // namespace
 
 double median_prediction_error(const std::vector<StrategyResult>& results) {
@@ -84,18 +108,23 @@ double tracing_overhead(const std::vector<StrategyResult>& results) {
 std::string table(const ModelConfig& c, const Calibration& cal,
                   const std::vector<StrategyResult>& results, std::optional<double> steal) {
   std::string s = fmt::format(
-      "{}; {:.1f} M parameters; {} cores; GEMM {:.1f} GFLOP/s ({:.1f} on one thread), copy {:.1f} "
-      "GB/s\ncalibrated compute (one thread): {:.2f} ms per step + {:.2f} ms per sequence (batch "
-      "{} and {}), optimizer {:.2f} ms; replicas on every rank at once: {:.2f} ms, their optimizer "
-      "{:.2f} ms\n",
+      "{}; {:.1f} M parameters; {} cores; GEMM {} ({}), copy {}\ncalibrated "
+      "compute (one thread): {:.2f} ms per step + {:.2f} ms per sequence (batch {} and {}), "
+      "optimizer {:.2f} ms; replicas on every rank at once: {:.2f} ms, their optimizer {:.2f} ms\n",
       model_text(c), static_cast<double>(parameter_count(c)) / 1e6, cal.cores,
-      cal.gemm_flops_per_s / 1e9, cal.gemm_flops_one_thread / 1e9,
-      cal.model.local_bytes_per_s / 1e9, cal.compute.fixed_s * 1e3,
+      measured_text(cal.gemm_flops_per_s / 1e9, "{:.1f} GFLOP/s"),
+      measured_text(cal.gemm_flops_one_thread / 1e9, "{:.1f} on one thread"),
+      measured_text(cal.model.local_bytes_per_s / 1e9, "{:.1f} GB/s"), cal.compute.fixed_s * 1e3,
       cal.compute.per_sequence_s * 1e3, cal.batch, cal.small_batch,
       cal.one_thread.optimizer_s * 1e3, cal.replicated_compute_s * 1e3,
       cal.replicated_optimizer_s * 1e3);
-  s += fmt::format("pointwise op on the activations: {:.2f}x faster on {} threads than on one\n",
-                   cal.pointwise_speedup, get_num_threads());
+  if (get_num_threads() == 1) {
+    s += "pointwise op on the activations: one intra-op thread, no speedup over one to measure\n";
+  } else {
+    s += fmt::format("pointwise op on the activations: {} faster on {} threads than on one\n",
+                     measured_text(cal.pointwise_speedup, "{:.2f}x"), get_num_threads());
+  }
+  for (const std::string& note : cal.notes) s += "calibration: " + note + "\n";
   for (const auto& [share, seconds] : cal.tp_share_s) {
     s += fmt::format(
         "a {}-way tensor-parallel rank's share on every rank at once, batch {}: {:.2f} ms\n",
@@ -155,13 +184,15 @@ std::string json(const ModelConfig& c, const Calibration& cal,
       c.preset, c.layers, c.hidden, c.heads, c.seq, c.batch, c.vocab, dtype_name(c.dtype),
       parameter_count(c));
   s += fmt::format(
-      "  \"calibration\": {{\"cores\": {}, \"gemm_flops_per_s\": {:.6g}, "
-      "\"gemm_flops_one_thread\": {:.6g}, \"copy_bytes_per_s\": {:.6g}, \"compute_fixed_s\": "
+      "  \"calibration\": {{\"cores\": {}, \"gemm_flops_per_s\": {}, "
+      "\"gemm_flops_one_thread\": {}, \"copy_bytes_per_s\": {}, \"compute_fixed_s\": "
       "{:.6g}, \"compute_per_sequence_s\": {:.6g}, \"replicated_compute_s\": {:.6g}, "
-      "\"replicated_optimizer_s\": {:.6g}, \"pointwise_speedup\": {:.6g}, \"tp_share\": [",
-      cal.cores, cal.gemm_flops_per_s, cal.gemm_flops_one_thread, cal.model.local_bytes_per_s,
-      cal.compute.fixed_s, cal.compute.per_sequence_s, cal.replicated_compute_s,
-      cal.replicated_optimizer_s, cal.pointwise_speedup);
+      "\"replicated_optimizer_s\": {:.6g}, \"pointwise_speedup\": {}, \"notes\": [{}], "
+      "\"tp_share\": [",
+      cal.cores, json_number(cal.gemm_flops_per_s), json_number(cal.gemm_flops_one_thread),
+      json_number(cal.model.local_bytes_per_s), cal.compute.fixed_s, cal.compute.per_sequence_s,
+      cal.replicated_compute_s, cal.replicated_optimizer_s, json_number(cal.pointwise_speedup),
+      json_strings(cal.notes));
   bool first = true;
   for (const auto& [share, seconds] : cal.tp_share_s) {
     s += fmt::format("{}{{\"degree\": {}, \"batch\": {}, \"seconds\": {:.6g}}}", first ? "" : ", ",
@@ -205,10 +236,7 @@ std::string json(const ModelConfig& c, const Calibration& cal,
       "\"ranking_discordant\": [{}],\n  \"ranking_separated_pairs\": {},\n  "
       "\"ranking_separated_discordant\": {},\n  \"tracing_overhead\": {:.6f},\n  \"steal\": "
       "{}\n}}\n",
-      median_prediction_error(results), ranking.pairs,
-      ranking.discordant.empty()
-          ? ""
-          : "\"" + fmt::format("{}", fmt::join(ranking.discordant, "\", \"")) + "\"",
+      median_prediction_error(results), ranking.pairs, json_strings(ranking.discordant),
       ranking.separated, ranking.separated_discordant, tracing_overhead(results),
       steal ? fmt::format("{:.4f}", *steal) : "null");
   return s;

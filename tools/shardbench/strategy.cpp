@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <fstream>
+#include <memory>
 #include <sstream>
+#include <string_view>
+#include <variant>
 
 namespace tessera::shardbench {
 
@@ -29,20 +32,203 @@ ParallelStyle style_named(const std::string& style, bool dtensor_output, const s
   return ColwiseParallel{};
 }
 
+std::string trimmed(const std::string& s) {
+  const size_t begin = s.find_first_not_of(" \t\r");
+  if (begin == std::string::npos) return "";
+  return s.substr(begin, s.find_last_not_of(" \t\r") - begin + 1);
+}
+
+// A plan key's line, "plan.txt:3 ('blocks.*.up colwise')", or the key where the plan has no file.
+std::string line_of(const Strategy& s, const std::string& key) {
+  const auto found = s.plan_lines.find(key);
+  if (found == s.plan_lines.end()) return "plan key '" + key + "'";
+  return found->second.where + " ('" + found->second.text + "')";
+}
+
+// The plan's keys in the order of their lines, so that the first error is the first line's.
+std::vector<std::string> keys_in_file_order(const Strategy& s) {
+  std::vector<std::string> keys;
+  for (const auto& [key, style] : s.plan) keys.push_back(key);
+  const auto number = [&](const std::string& key) {
+    const auto found = s.plan_lines.find(key);
+    return found == s.plan_lines.end() ? 0 : found->second.number;
+  };
+  std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) {
+    return number(a) < number(b);
+  });
+  return keys;
+}
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  std::istringstream in(path);
+  for (std::string part; std::getline(in, part, '.');) parts.push_back(part);
+  return parts;
+}
+
+// As parallelize_module matches its keys: '*' stands for any one name.
+bool path_matches(const std::vector<std::string>& key, const std::string& path) {
+  const std::vector<std::string> parts = split_path(path);
+  if (parts.size() != key.size()) return false;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (key[i] != "*" && key[i] != parts[i]) return false;
+  }
+  return true;
+}
+
+// The model's submodule paths, each block's once: "blocks.*.wq" for every layer's.
+std::string module_paths(const std::vector<std::pair<std::string, nn::Module*>>& modules) {
+  std::vector<std::string> paths;
+  for (const auto& [path, m] : modules) {
+    if (path.empty()) continue;
+    const std::vector<std::string> parts = split_path(path);
+    std::string shown = parts[0];
+    for (size_t i = 1; i < parts.size(); ++i) {
+      const bool index = parts[i].find_first_not_of("0123456789") == std::string::npos;
+      shown += '.';
+      shown += index ? std::string_view("*") : std::string_view(parts[i]);
+    }
+    if (std::find(paths.begin(), paths.end(), shown) == paths.end()) paths.push_back(shown);
+  }
+  std::string text;
+  for (const std::string& p : paths) text += (text.empty() ? "" : ", ") + p;
+  return text;
+}
+
+// A module colwise and rowwise can shard, and the width colwise splits in it: a Linear's output
+// features (weight rows), an Embedding's dimension (weight columns).
+struct ShardedModule {
+  const char* kind = nullptr;  // nullptr: neither
+  int64_t colwise_width = 0;   // what colwise splits
+  const char* colwise_what = "";
+};
+ShardedModule sharded_module(nn::Module& m) {
+  if (const auto* linear = dynamic_cast<nn::Linear*>(&m)) {
+    return {"Linear", linear->out_features(), "output features"};
+  }
+  if (dynamic_cast<nn::Embedding*>(&m) != nullptr) {
+    for (const auto& [name, weight] : m.named_parameters(/*recurse=*/false)) {
+      if (name == "weight") return {"Embedding", weight.size(1), "embedding dims"};
+    }
+  }
+  return {};
+}
+
+// Colwise and rowwise shard Linear and Embedding modules only. A colwise shard left as a plain
+// tensor (no "dtensor") is taken by the module that reads it as an equal part of the whole
+// (DTensor::from_local), so an uneven split would read as a wrong global size there.
+void check_style_fits(const ParallelStyle& style, const std::string& path, nn::Module& m,
+                      int64_t ranks, const std::string& where) {
+  const auto* colwise = std::get_if<ColwiseParallel>(&style);
+  if (colwise == nullptr && !std::holds_alternative<RowwiseParallel>(style)) return;
+  const char* name = colwise != nullptr ? "colwise" : "rowwise";
+  const ShardedModule sharded = sharded_module(m);
+  TS_CHECK(sharded.kind != nullptr, "[tessera-shardbench] ", where, ": ", name,
+           " shards a Linear or an Embedding, and '", path, "' is a ", m.name(),
+           "; valid: a path to a Linear or an Embedding, or the style sequence");
+  if (colwise == nullptr || !colwise->use_local_output) return;
+  TS_CHECK(sharded.colwise_width % ranks == 0, "[tessera-shardbench] ", where,
+           ": colwise splits the ", sharded.colwise_width, " ", sharded.colwise_what, " of '", path,
+           "' (a ", sharded.kind, ") into ", ranks, " plain-tensor shards, and --ranks ", ranks,
+           " does not divide ", sharded.colwise_width,
+           "; valid: --ranks dividing it, or 'dtensor' to keep the output a DTensor");
+}
+
+// Note [Plan errors name a line]
+// A plan that applies can still fail in its first step: a colwise output left local that the
+// next module reads whole ([Linear] expected input of shape ...), sharded logits into the loss
+// ([cross_entropy] ...). Such an error is about the layout a line chose, so one step runs before
+// the measured run and its error is given with the line of the planned module it happened in, or
+// else of the last planned module that ran before it: the one whose output layout was read.
+struct PlanTrace {
+  std::vector<std::string> running;  // module paths, outermost first
+  std::string last_planned;          // the plan key of the last planned module that ran
+  std::string phase = "forward";
+};
+
+std::string failure_place(const Strategy& s, const PlanTrace& t,
+                          const std::map<std::string, std::string>& key_of,
+                          const std::map<std::string, std::string>& kind_of) {
+  for (auto it = t.running.rbegin(); it != t.running.rend(); ++it) {
+    if (key_of.count(*it) != 0) {
+      return line_of(s, key_of.at(*it)) + ": one step under the plan fails in module '" + *it +
+             "' (a " + kind_of.at(*it) + ") that this line plans";
+    }
+  }
+  const std::string place = t.running.empty()
+                                ? "the " + t.phase
+                                : "module '" + t.running.back() + "' (a " +
+                                      kind_of.at(t.running.back()) + ", not in the plan)";
+  if (t.last_planned.empty()) {
+    return s.name + ": one step under the plan fails in " + place +
+           " before any planned module ran";
+  }
+  return line_of(s, t.last_planned) + ", the last plan line to run before the failure: one step " +
+         "under the plan fails in " + place;
+}
+
+void step_under_plan(const Strategy& s, const ModelConfig& c) {
+  const Batch batch = make_batch(c);
+  dist::run_threads(static_cast<int>(s.mesh_shape.numel()), [&](const dist::ProcessGroupPtr&) {
+    const DeviceMesh mesh(DeviceType::CPU, s.mesh_shape, s.dim_names);
+    const std::shared_ptr<nn::Module> model = make_model(c);
+    PlanTrace trace;
+    std::map<std::string, std::string> key_of, kind_of;
+    const auto modules = model->named_modules();
+    for (const auto& [path, m] : modules) {
+      kind_of[path] = m->name();
+      for (const auto& [key, style] : s.plan) {
+        if (!path.empty() && path_matches(split_path(key), path)) key_of[path] = key;
+      }
+    }
+    // Pre-hooks before the styles' (they see the input before it is converted), hooks after.
+    for (const auto& [path, m] : modules) {
+      if (path.empty()) continue;  // the root's own code: "the forward"
+      m->register_forward_pre_hook([&trace, path](nn::Module&, const Tensor&) {
+        trace.running.push_back(path);
+        return Tensor();
+      });
+    }
+    const RankData data = apply_strategy(s, c, *model, mesh, batch);
+    for (const auto& [path, m] : modules) {
+      if (path.empty()) continue;
+      const bool planned = key_of.count(path) != 0;
+      const std::string key = planned ? key_of.at(path) : "";
+      m->register_forward_hook([&trace, planned, key](nn::Module&, const Tensor&, const Tensor&) {
+        if (!trace.running.empty()) trace.running.pop_back();
+        if (planned) trace.last_planned = key;
+        return Tensor();
+      });
+    }
+    try {
+      const Tensor output = (*model)(data.input);
+      trace.phase = "loss";
+      const Tensor loss = loss_of(c, output, data.target);
+      trace.phase = "backward";
+      loss.backward();
+    } catch (const CommError&) {
+      throw;  // another rank's failure, which run_threads reports
+    } catch (const Error& e) {
+      TS_CHECK(false, "[tessera-shardbench] ", failure_place(s, trace, key_of, kind_of), ": ",
+               e.what());
+    }
+  });
+}
+
 }  // namespace
 
 Strategy strategy_named(const std::string& name, int64_t ranks) {
-  if (name == "single") return {StrategyKind::Single, "single", {}, {}, {}};
+  if (name == "single") return {StrategyKind::Single, "single", {}, {}, {}, {}};
   TS_CHECK(ranks >= 2, "[tessera-shardbench] strategy '", name, "' needs --ranks >= 2, got ",
            ranks);
-  if (name == "dp") return {StrategyKind::DP, "DP", {ranks}, {}, {}};
-  if (name == "tp") return {StrategyKind::TP, "TP", {ranks}, {}, {}};
-  if (name == "sp") return {StrategyKind::SP, "SP", {ranks}, {}, {}};
-  if (name == "fsdp") return {StrategyKind::FSDP, "FSDP", {ranks}, {}, {}};
+  if (name == "dp") return {StrategyKind::DP, "DP", {ranks}, {}, {}, {}};
+  if (name == "tp") return {StrategyKind::TP, "TP", {ranks}, {}, {}, {}};
+  if (name == "sp") return {StrategyKind::SP, "SP", {ranks}, {}, {}, {}};
+  if (name == "fsdp") return {StrategyKind::FSDP, "FSDP", {ranks}, {}, {}, {}};
   if (name == "fsdp_tp") {
     TS_CHECK(ranks % 2 == 0, "[tessera-shardbench] fsdp_tp lays the ranks out as 2 x ranks/2; ",
              "--ranks ", ranks, " is odd");
-    return {StrategyKind::FSDP_TP, "FSDP x TP", {2, ranks / 2}, {"dp", "tp"}, {}};
+    return {StrategyKind::FSDP_TP, "FSDP x TP", {2, ranks / 2}, {"dp", "tp"}, {}, {}};
   }
   TS_CHECK(false, "[tessera-shardbench] unknown strategy '", name,
            "'; valid: single, dp, tp, sp, fsdp, fsdp_tp");
@@ -52,26 +238,60 @@ Strategy strategy_named(const std::string& name, int64_t ranks) {
 Strategy plan_from_file(const std::string& path, int64_t ranks) {
   std::ifstream in(path);
   TS_CHECK(in.good(), "[tessera-shardbench] cannot read plan file '", path, "'");
-  Strategy s{StrategyKind::Plan, "plan " + path, {ranks}, {}, {}};
+  Strategy s{StrategyKind::Plan, "plan " + path, {ranks}, {}, {}, {}};
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     line = line.substr(0, line.find('#'));
     std::istringstream words(line);
-    std::string module, style, flag;
+    std::string module, style, flag, extra;
     if (!(words >> module)) continue;
-    const std::string where = path + ":" + std::to_string(number);
-    TS_CHECK(static_cast<bool>(words >> style), "[tessera-shardbench] ", where,
-             ": expected 'path style', got '", line, "'");
+    const PlanLine here{number, path + ":" + std::to_string(number), trimmed(line)};
+    TS_CHECK(static_cast<bool>(words >> style), "[tessera-shardbench] ", here.where,
+             ": expected 'path style', got '", here.text, "'");
     bool dtensor_output = false;
     if (words >> flag) {
-      TS_CHECK(flag == "dtensor", "[tessera-shardbench] ", where, ": unknown option '", flag,
+      TS_CHECK(flag == "dtensor", "[tessera-shardbench] ", here.where, ": unknown option '", flag,
                "'; valid: dtensor");
       dtensor_output = true;
     }
-    s.plan[module] = style_named(style, dtensor_output, where);
+    // A word past the line's grammar is a mistake (a second entry on one line, a misspelled
+    // comment), not something to skip.
+    TS_CHECK(!(words >> extra), "[tessera-shardbench] ", here.where, ": unexpected word '", extra,
+             "' after '", module, " ", style, dtensor_output ? " dtensor" : "",
+             "'; a line is 'path style [dtensor]', '#' starts a comment");
+    const auto earlier = s.plan_lines.find(module);
+    TS_CHECK(earlier == s.plan_lines.end(), "[tessera-shardbench] ", here.where, ": '", module,
+             "' is planned twice: ", earlier->second.where, " ('", earlier->second.text, "') and ",
+             here.where, " ('", here.text, "'); keep one");
+    s.plan[module] = style_named(style, dtensor_output, here.where);
+    s.plan_lines[module] = here;
   }
   TS_CHECK(!s.plan.empty(), "[tessera-shardbench] plan file '", path, "' has no entry");
   return s;
+}
+
+void check_plan(const Strategy& s, const ModelConfig& c) {
+  const std::shared_ptr<nn::Module> model = make_model(c);
+  const auto modules = model->named_modules();
+  std::map<std::string, std::string> planned_by;  // module path -> the plan key matching it
+  for (const std::string& key : keys_in_file_order(s)) {
+    const ParallelStyle& style = s.plan.at(key);
+    const std::string where = line_of(s, key);
+    const std::vector<std::string> parts = split_path(key);
+    bool found = false;
+    for (const auto& [path, m] : modules) {
+      if (path.empty() || !path_matches(parts, path)) continue;
+      found = true;
+      const auto [other, fresh] = planned_by.try_emplace(path, key);
+      TS_CHECK(fresh, "[tessera-shardbench] ", where, ": module '", path, "' is also planned by ",
+               line_of(s, other->second), "; plan each module once");
+      check_style_fits(style, path, *m, s.mesh_shape.numel(), where);
+    }
+    TS_CHECK(found, "[tessera-shardbench] ", where, ": '", key, "' matches no submodule of the ",
+             c.preset, " model; its paths are: ", module_paths(modules),
+             " ('*' matches any one name)");
+  }
+  step_under_plan(s, c);
 }
 
 RankData apply_strategy(const Strategy& s, const ModelConfig& c, nn::Module& model,

@@ -16,20 +16,38 @@ namespace tessera::shardbench {
 
 enum class StrategyKind { Single, DP, TP, SP, FSDP, FSDP_TP, Plan };
 
+// Where a plan file's entry comes from, for its errors.
+struct PlanLine {
+  int number = 0;
+  std::string where;  // "plan.txt:3"
+  std::string text;   // the line as written, comment and outer blanks cut
+};
+
 struct Strategy {
   StrategyKind kind = StrategyKind::Single;
   std::string name;
-  Shape mesh_shape;                           // empty for Single
-  std::vector<std::string> dim_names;         // "dp" / "tp"
-  std::map<std::string, ParallelStyle> plan;  // for Plan
+  Shape mesh_shape;                            // empty for Single
+  std::vector<std::string> dim_names;          // "dp" / "tp"
+  std::map<std::string, ParallelStyle> plan;   // for Plan
+  std::map<std::string, PlanLine> plan_lines;  // for Plan from a file: each key's line
 };
 
 // Strategy by name ("single", "dp", "tp", "sp", "fsdp", "fsdp_tp") for `ranks` ranks (fsdp_tp:
 // dp = 2 when ranks is even). Errors: an unknown name, ranks < 2 or fsdp_tp with odd ranks.
 Strategy strategy_named(const std::string& name, int64_t ranks);
 // A plan file: one "path style" per line ('#' comments), style colwise | rowwise | sequence,
-// optionally followed by "dtensor" (keep the output a DTensor). Errors name the file and line.
+// optionally followed by "dtensor" (keep the output a DTensor). Errors name the file and line:
+// an unknown style or option, a word after them, a path given twice (naming both lines), no entry.
 Strategy plan_from_file(const std::string& path, int64_t ranks);
+
+// Checks that a plan from a file applies to `c`'s model, before any run; every error names the
+// plan line. First against the model's modules (built once): a path that matches no submodule
+// (the error lists them), a module two lines match, colwise or rowwise on a module that is not a
+// Linear or an Embedding, colwise with a plain-tensor output (no "dtensor") on a width the ranks
+// do not divide (the next module takes equal shards). Then one step under the plan on its rank
+// threads (Note [Plan errors name a line]): an error in it names the line of the planned module
+// it happened in, else of the last planned module that ran before it.
+void check_plan(const Strategy& s, const ModelConfig& c);
 
 // This rank's model input and target after sharding `model` for `s` on `mesh`.
 struct RankData {
