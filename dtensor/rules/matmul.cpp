@@ -4,6 +4,8 @@
 //   a S(K), b S(K)     -> P(sum)        a and b S(batch dim) -> S(batch dim)
 //   a P(sum/avg), b R  -> P(sum/avg)    a R, b P(sum/avg)    -> P(sum/avg)  (linear in each)
 
+#include <algorithm>
+
 #include "dtensor/rules/rule_table.h"
 
 namespace tessera::dtensor {
@@ -23,7 +25,31 @@ Layout layout_of(const ShardingCall& call) {
   Layout l{static_cast<int64_t>(a.size()), static_cast<int64_t>(b.size()), {}, {}};
   const Shape a_batch = l.a_nd > 2 ? Shape(a.begin(), a.end() - 2) : Shape{};
   const Shape b_batch = l.b_nd > 2 ? Shape(b.begin(), b.end() - 2) : Shape{};
-  l.batch = broadcast_shapes(a_batch, b_batch, "matmul");
+  // On the global shapes, so that every rank raises alike (local shards may happen to fit).
+  TS_CHECK_SHAPE(!a.empty() && !b.empty(), "[", call.op, "] needs tensors of at least 1 dim, got ",
+                 a, " and ", b);
+  // mm and bmm do not broadcast: their own checks, as the single-device ops make them.
+  if (call.op == "mm") {
+    TS_CHECK_SHAPE(a.size() == 2 && b.size() == 2, "[mm] expects 2-D tensors, got shapes ", a,
+                   " and ", b);
+  } else if (call.op == "bmm") {
+    TS_CHECK_SHAPE(a.size() == 3 && b.size() == 3, "[bmm] expects 3-D tensors, got shapes ", a,
+                   " and ", b);
+    TS_CHECK_SHAPE(a[0] == b[0], "[bmm] batch sizes must be equal, got shapes ", a, " and ", b);
+  }
+  const int64_t k_a = a.back();
+  const int64_t k_b = l.b_nd == 1 ? b[0] : b[b.size() - 2];
+  TS_CHECK_SHAPE(k_a == k_b, "[", call.op, "] shapes ", a, " and ", b, " cannot be multiplied (",
+                 k_a, " != ", k_b, ")");
+  const size_t n = std::max(a_batch.size(), b_batch.size());
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t sa = i < n - a_batch.size() ? 1 : a_batch[i - (n - a_batch.size())];
+    const int64_t sb = i < n - b_batch.size() ? 1 : b_batch[i - (n - b_batch.size())];
+    TS_CHECK_SHAPE(sa == sb || sa == 1 || sb == 1, "[", call.op, "] batch dimensions of shapes ", a,
+                   " and ", b, " cannot be broadcast: size ", sa, " vs ", sb,
+                   " (sizes must match or one of them must be 1)");
+  }
+  l.batch = broadcast_shapes(a_batch, b_batch, call.op.c_str());
   l.out = l.batch;
   if (l.a_nd >= 2) l.out.push_back(a[a.size() - 2]);
   if (l.b_nd >= 2) l.out.push_back(b[b.size() - 1]);

@@ -34,7 +34,9 @@ Shape broadcast_output(const ShardingCall& call) {
   bool first = true;
   for (size_t i = 0; i < call.inputs.size(); ++i) {
     if (!call.has_input(i)) continue;
-    out = first ? call.inputs[i].shape : broadcast_shapes(out, call.inputs[i].shape, "sharding");
+    // Named after the op: the global shapes are what the user gave it.
+    out =
+        first ? call.inputs[i].shape : broadcast_shapes(out, call.inputs[i].shape, call.op.c_str());
     first = false;
   }
   return out;

@@ -69,6 +69,42 @@ TEST_CASE("robustness: cat of DTensors checks the global shapes on every rank (r
   });
 }
 
+TEST_CASE("robustness: broadcast and product shapes are checked globally and named after the op",
+          "[robustness]") {
+  expect_success("add(S0 [8, 4], S0 [8, 5])", [] {
+    every_rank_raises(
+        [](const DeviceMesh& mesh) {
+          const std::vector<Tensor> ab = mismatched_row_shards(mesh);
+          add(ab[0], ab[1]);
+        },
+        "[add] shapes [8, 4] and [8, 5] cannot be broadcast");
+  });
+  expect_success("bmm(S0 [4, 2, 3], S0 [4, 5, 2])", [] {
+    every_rank_raises(
+        [](const DeviceMesh& mesh) {
+          bmm(distribute_tensor(ones({4, 2, 3}), mesh, {Shard(0)}),
+              distribute_tensor(ones({4, 5, 2}), mesh, {Shard(0)}));
+        },
+        "[bmm] shapes [4, 2, 3] and [4, 5, 2] cannot be multiplied (3 != 5)");
+  });
+  expect_success("bmm(S2 [4, 2, 8], R [8, 8, 2]) (batch sizes)", [] {
+    every_rank_raises(
+        [](const DeviceMesh& mesh) {
+          bmm(distribute_tensor(ones({4, 2, 8}), mesh, {Shard(2)}),
+              distribute_tensor(ones({8, 8, 2}), mesh, {Replicate()}));
+        },
+        "[bmm] batch sizes must be equal");
+  });
+  expect_success("matmul(S0 [2, 3, 4, 5], R [2, 5, 6]) (batch dims)", [] {
+    every_rank_raises(
+        [](const DeviceMesh& mesh) {
+          matmul(distribute_tensor(ones({4, 3, 4, 5}), mesh, {Shard(0)}),
+                 distribute_tensor(ones({2, 5, 6}), mesh, {Replicate()}));
+        },
+        "[matmul] batch dimensions of shapes [4, 3, 4, 5] and [2, 5, 6] cannot be broadcast");
+  });
+}
+
 TEST_CASE("robustness: shards of a dim near INT64_MAX (row 7)", "[robustness]") {
   expect_success("torch.chunk sizes of INT64_MAX over 4 ranks", [] {
     dist::run_threads(4, [](dist::ProcessGroupPtr world) {
