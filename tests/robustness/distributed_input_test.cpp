@@ -15,34 +15,6 @@
 namespace tessera::robustness_test {
 namespace {
 
-// Runs body on 4 rank threads; throws unless every rank raised a tessera::Error holding
-// `fragment` (the messages of all ranks must agree on it).
-void every_rank_raises(const std::function<void(const DeviceMesh&)>& body,
-                       const std::string& fragment) {
-  std::atomic<int> raised{0};
-  std::mutex mutex;
-  std::string other;
-  dist::run_threads(4, [&](dist::ProcessGroupPtr) {
-    const DeviceMesh mesh(DeviceType::CPU, {4});
-    try {
-      body(mesh);
-    } catch (const Error& e) {
-      if (std::string(e.what()).find(fragment) != std::string::npos) {
-        ++raised;
-        return;
-      }
-      std::lock_guard<std::mutex> lock(mutex);
-      other = e.what();
-    }
-  });
-  if (raised.load() != 4) {
-    std::ostringstream os;
-    os << raised.load() << " of 4 ranks raised \"" << fragment << "\"";
-    if (!other.empty()) os << "; another error: " << other;
-    throw std::logic_error(os.str());
-  }
-}
-
 // Two Shard(0) DTensors whose global shapes, [8, 4] and [8, 5], differ outside dim 0.
 std::vector<Tensor> mismatched_row_shards(const DeviceMesh& mesh) {
   return {distribute_tensor(ones({8, 4}), mesh, {Shard(0)}),

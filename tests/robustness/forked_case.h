@@ -9,10 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -158,6 +162,34 @@ inline void expect_success(const std::string& name, const std::function<void()>&
   const Outcome o = run_forked(body, seconds, limit_memory);
   INFO("case: " << name << " -> " << describe(o));
   CHECK(o.kind == Outcome::Kind::Returned);
+}
+
+// Runs body on 4 rank threads; throws unless every rank raised a tessera::Error holding
+// `fragment` (the messages of all ranks must agree on it).
+inline void every_rank_raises(const std::function<void(const DeviceMesh&)>& body,
+                              const std::string& fragment) {
+  std::atomic<int> raised{0};
+  std::mutex mutex;
+  std::string other;
+  dist::run_threads(4, [&](dist::ProcessGroupPtr) {
+    const DeviceMesh mesh(DeviceType::CPU, {4});
+    try {
+      body(mesh);
+    } catch (const Error& e) {
+      if (std::string(e.what()).find(fragment) != std::string::npos) {
+        ++raised;
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      other = e.what();
+    }
+  });
+  if (raised.load() != 4) {
+    std::ostringstream os;
+    os << raised.load() << " of 4 ranks raised \"" << fragment << "\"";
+    if (!other.empty()) os << "; another error: " << other;
+    throw std::logic_error(os.str());
+  }
 }
 
 }  // namespace tessera::robustness_test

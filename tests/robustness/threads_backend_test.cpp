@@ -98,26 +98,6 @@ TEST_CASE("robustness: two threads of one rank using one group (row 2)", "[robus
                {"from two threads at once"});
 }
 
-// Runs body on 4 rank threads; throws unless every rank raised a tessera::Error holding
-// `fragment`.
-void every_rank_raises(const std::function<void(const DeviceMesh&)>& body,
-                       const std::string& fragment) {
-  std::atomic<int> raised{0};
-  dist::run_threads(4, [&](dist::ProcessGroupPtr) {
-    const DeviceMesh mesh(DeviceType::CPU, {4});
-    try {
-      body(mesh);
-    } catch (const Error& e) {
-      if (std::string(e.what()).find(fragment) == std::string::npos) throw;
-      ++raised;
-    }
-  });
-  if (raised.load() != 4) {
-    throw std::logic_error(std::to_string(raised.load()) + " of 4 ranks raised \"" + fragment +
-                           "\"");
-  }
-}
-
 TEST_CASE("robustness: ranks disagreeing on a DTensor's placements (row 10)", "[robustness]") {
   // Rank 0 calls its [4, 8] block Shard(1), the others Shard(0): the global shapes agree ([16, 8]
   // and [4, 32] differ, so the global shape is given), the all_gathers have equal sizes.
