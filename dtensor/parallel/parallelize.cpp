@@ -54,13 +54,25 @@ Tensor shared_redistribute(const Tensor& d, const Placements& want) {
 // A module input or output as the styles see it: a plain tensor is taken to have `layout` (each
 // rank's tensor is its local shard, as PyTorch's from_local; left as is without a layout), then
 // redistributed to `desired` when given; returned as its local tensor when `use_local`.
+// `global_last_dim`: the global size of the last dim when the module knows it (a Linear's
+// in_features), so that uneven local shards (6 features on 4 ranks: 2, 2, 2, 0) are not taken as
+// even ones.
 Tensor convert(const Tensor& t, const std::optional<Placement>& layout,
-               const std::optional<Placement>& desired, bool use_local, const DeviceMesh& mesh) {
+               const std::optional<Placement>& desired, bool use_local, const DeviceMesh& mesh,
+               std::optional<int64_t> global_last_dim = std::nullopt) {
   if (!t.defined()) return t;
   Tensor d = t;
   if (!t.is_distributed()) {
     if (!layout.has_value()) return t;
-    d = DTensor::from_local(t, mesh, {resolved(*layout, t.dim())});
+    const Placement p = resolved(*layout, t.dim());
+    FromLocalOptions options;
+    if (global_last_dim.has_value() && t.dim() > 0 && p.is_shard() && p.dim() == t.dim() - 1) {
+      Shape shape = t.sizes();
+      shape.back() = *global_last_dim;
+      options.stride = contiguous_strides(shape);
+      options.shape = std::move(shape);
+    }
+    d = DTensor::from_local(t, mesh, {p}, std::move(options));
   }
   if (desired.has_value()) {
     const Placements want{resolved(*desired, d.dim())};
@@ -131,8 +143,11 @@ void apply(const RowwiseParallel& s, const std::string& path, nn::Module& m,
       [kind](const std::string&, nn::Module& mod, const DeviceMesh& msh) {
         shard_parameter(mod, "weight", Shard(kind.embedding ? 0 : 1), msh);
       },
-      [in, default_in](nn::Module&, const Tensor& x, const DeviceMesh& msh) {
-        return convert(x, in, default_in, false, msh);
+      [in, default_in](nn::Module& mod, const Tensor& x, const DeviceMesh& msh) {
+        const auto* linear = dynamic_cast<const nn::Linear*>(&mod);
+        return convert(
+            x, in, default_in, false, msh,
+            linear != nullptr ? std::optional<int64_t>(linear->in_features()) : std::nullopt);
       },
       [out, local = s.use_local_output](nn::Module&, const Tensor& y, const DeviceMesh& msh) {
         return convert(y, std::nullopt, out, local, msh);

@@ -44,6 +44,31 @@ std::vector<Tensor> train(nn::Module& mlp, const Tensor& x, const Tensor& y) {
   return losses;
 }
 
+TEST_CASE("tensor-parallel MLP with a hidden width the ranks do not divide",
+          "[dtensor][parallel]") {
+  // 6 hidden features on 4 ranks: Colwise leaves local widths 2, 2, 2, 0, which Rowwise's input
+  // must take as shards of 6 (its in_features), not of an even 4 x 2 = 8.
+  const auto make = [] {
+    manual_seed(9);
+    return std::make_shared<nn::MLP>(std::vector<int64_t>{8, 6, 4},
+                                     nn::MLPOptions{.tensor_options = kFloat64});
+  };
+  const Tensor x = ints({5, 8}, 3) / 10;
+  const Tensor y = ints({5, 4}, 4) / 10;
+  auto reference = make();
+  const std::vector<Tensor> want = train(*reference, x, y);
+  on_mesh({4}, [&](const DeviceMesh& mesh) {
+    Failures f;
+    auto mlp = make();
+    parallelize_module(*mlp, mesh, {{"0", ColwiseParallel{}}, {"2", RowwiseParallel{}}});
+    const std::vector<Tensor> got = train(*mlp, x, y);
+    for (size_t i = 0; i < want.size(); ++i) {
+      expect_close(f, "loss of step " + std::to_string(i), got[i], want[i]);
+    }
+    return f;
+  });
+}
+
 TEST_CASE("tensor-parallel MLP (Colwise up, Rowwise down) trains as on one device",
           "[dtensor][parallel]") {
   const Tensor x = ints({6, 8}, 1) / 10;
