@@ -111,9 +111,9 @@ bool bound_strategies(std::vector<std::vector<ShardingStrategy>>& per_dim,
   // so that one strategy beside all-Replicate survives on every mesh dim).
   // pow rounds: 4096^(1/3) is 15.99..., so start above and step down with exact products.
   const auto fits = [&](size_t k) {
-    double product = 1.0;
-    for (size_t m = 0; m < dims; ++m) product *= static_cast<double>(k);
-    return product <= static_cast<double>(max_combinations);
+    double combinations = 1.0;
+    for (size_t m = 0; m < dims; ++m) combinations *= static_cast<double>(k);
+    return combinations <= static_cast<double>(max_combinations);
   };
   auto keep = static_cast<size_t>(
       std::pow(static_cast<double>(max_combinations), 1.0 / static_cast<double>(dims)) + 1.0);
