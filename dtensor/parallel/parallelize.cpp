@@ -1,6 +1,7 @@
 #include "dtensor/parallel/parallelize.h"
 
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "autograd/nn/embedding.h"
@@ -204,6 +205,12 @@ bool matches(const std::vector<std::string>& key, const std::string& path) {
   return true;
 }
 
+// What can reject a style before it changes anything: the module kinds Colwise and Rowwise shard.
+void check_style(const ParallelStyle& style, const std::string& path, nn::Module& m) {
+  if (std::holds_alternative<ColwiseParallel>(style)) linear_like("ColwiseParallel", path, m);
+  if (std::holds_alternative<RowwiseParallel>(style)) linear_like("RowwiseParallel", path, m);
+}
+
 void apply_style(const ParallelStyle& style, const std::string& path, nn::Module& m,
                  const DeviceMesh& mesh) {
   std::visit([&](const auto& s) { apply(s, path, m, mesh); }, style);
@@ -215,12 +222,16 @@ nn::Module& parallelize_module(nn::Module& module, const DeviceMesh& mesh,
                                const std::map<std::string, ParallelStyle>& plan) {
   check_mesh(mesh);
   const auto modules = module.named_modules();
+  // All or nothing: every key is matched and every style checked against its modules before any
+  // module changes, so a rejected plan leaves the module as it was.
+  std::vector<std::tuple<const ParallelStyle*, std::string, nn::Module*>> steps;
   for (const auto& [key, style] : plan) {
     const std::vector<std::string> parts = split_path(key);
     int64_t found = 0;
     for (const auto& [path, m] : modules) {
       if (path.empty() || !matches(parts, path)) continue;
-      apply_style(style, path, *m, mesh);
+      check_style(style, path, *m);
+      steps.emplace_back(&style, path, m);
       ++found;
     }
     if (found == 0) {
@@ -229,9 +240,11 @@ nn::Module& parallelize_module(nn::Module& module, const DeviceMesh& mesh,
         if (!entry.first.empty()) paths += (paths.empty() ? "" : ", ") + entry.first;
       }
       TS_CHECK(false, "[parallelize_module] plan key '", key, "' matches no submodule of this ",
-               module.name(), "; its submodules are: ", paths.empty() ? "(none)" : paths);
+               module.name(), "; its submodules are: ", paths.empty() ? "(none)" : paths,
+               " (nothing was changed)");
     }
   }
+  for (const auto& [style, path, m] : steps) apply_style(*style, path, *m, mesh);
   return module;
 }
 

@@ -277,6 +277,19 @@ TEST_CASE("parallelize_module errors name the key, the module and the mesh",
                    parallelize_module(*seq, mesh, {{"*", ColwiseParallel{}}});
                  },
                  {"GELU"});
+    // All or nothing: "*" matched the Linear '0' before the GELU, and "0" sorts before "fc9".
+    auto other = make_mlp();
+    expect_error(
+        f, "a good key beside an unknown one",
+        [&] {
+          parallelize_module(*other, mesh, {{"0", ColwiseParallel{}}, {"fc9", RowwiseParallel{}}});
+        },
+        {"'fc9'", "nothing was changed"});
+    for (nn::Module* m : {seq.get(), other.get()}) {
+      for (const auto& [name, p] : m->named_parameters()) {
+        if (p.is_distributed()) f.push_back("a rejected plan converted parameter " + name);
+      }
+    }
     return f;
   });
 }
