@@ -88,6 +88,13 @@ std::string describe_contexts(const std::vector<CallSignature>& sigs) {
 
 }  // namespace
 
+CallContext make_call_context(std::string_view key, std::string description) {
+  // FNV-1a: the same value in every process that runs this code, unlike std::hash.
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char c : key) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  return {std::max<uint64_t>(h, 1), std::make_shared<const std::string>(std::move(description))};
+}
+
 const CallContext* current_call_context() { return current_context; }
 
 CallContextScope::CallContextScope(const CallContext& context) : previous_(current_context) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "collectives/observer.h"
@@ -26,6 +27,9 @@ struct CallContext {
   uint64_t hash = 0;
   std::shared_ptr<const std::string> description;  // shared: peers' Errors may read it
 };
+
+// A context whose hash is a stable hash of `key` (the same in every process; never 0).
+CallContext make_call_context(std::string_view key, std::string description);
 
 // The context of the collectives the calling thread issues, or nullptr.
 const CallContext* current_call_context();

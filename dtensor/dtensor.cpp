@@ -1,7 +1,10 @@
 #include "dtensor/dtensor.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
+#include "collectives/call.h"
 #include "dtensor/dtensor_functions.h"
 #include "dtensor/dtensor_meta.h"
 #include "dtensor/redistribute/runs.h"
@@ -306,6 +309,15 @@ DTensor distribute_tensor(const Tensor& tensor, const DeviceMesh& mesh, Placemen
                "src_data_rank ", *src_data_rank, " is not a rank of the mesh (0 to ",
                mesh.size() - 1, ")");
       if (source.is_alias_of(tensor)) source = source.clone();
+      // Ranks distributing different shapes (a module built differently per rank) are told so,
+      // naming this call, not only a broadcast's element counts (Note [Who issues a collective]).
+      const dist::detail::CallContext context = dist::detail::make_call_context(
+          fmt::format("distribute_tensor|{}|{}|{}|{}|{}", fmt::join(mesh.shape(), ","),
+                      fmt::join(tensor.sizes(), ","), static_cast<int>(tensor.dtype()),
+                      to_string(ps), *src_data_rank),
+          fmt::format("distribute_tensor of a {} tensor of shape {} to {}",
+                      dtype_name(tensor.dtype()), tensor.sizes(), to_string(ps)));
+      const dist::detail::CallContextScope scope(context);
       broadcast_from(source, mesh, *src_data_rank);
     }
     const std::vector<int64_t> coord = spec->coordinate();

@@ -312,23 +312,13 @@ std::string encode(const Placements& ps) {
   return s;
 }
 
-// FNV-1a: the same value in every process that runs this code, unlike std::hash.
-uint64_t stable_hash(std::string_view bytes) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (const char c : bytes) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
-  return h;
-}
-
 dist::detail::CallContext agreement_of(const DTensorSpec& src, const Placements& dst) {
-  const std::string key = fmt::format(
-      "redistribute|{}|{}|{}|{}|{}", fmt::join(src.mesh.shape(), ","), fmt::join(src.shape, ","),
-      static_cast<int>(src.dtype), encode(src.placements), encode(dst));
-  dist::detail::CallContext context;
-  context.hash = std::max<uint64_t>(stable_hash(key), 1);  // 0 means "no context"
-  context.description = std::make_shared<const std::string>(
+  return dist::detail::make_call_context(
+      fmt::format("redistribute|{}|{}|{}|{}|{}", fmt::join(src.mesh.shape(), ","),
+                  fmt::join(src.shape, ","), static_cast<int>(src.dtype), encode(src.placements),
+                  encode(dst)),
       fmt::format("redistribute of a {} DTensor of shape {} from {} to {}", dtype_name(src.dtype),
                   src.shape, tessera::to_string(src.placements), tessera::to_string(dst)));
-  return context;
 }
 
 }  // namespace

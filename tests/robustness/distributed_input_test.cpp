@@ -77,6 +77,20 @@ TEST_CASE("robustness: broadcast and product shapes are checked globally and nam
   });
 }
 
+TEST_CASE("robustness: ranks building a module differently are told at fully_shard",
+          "[robustness]") {
+  expect_success("nn::Linear(4, 4) on rank 0, nn::Linear(5, 4) on the others", [] {
+    every_rank_raises(
+        [](const DeviceMesh& mesh) {
+          nn::Linear layer(mesh.get_coordinate()->at(0) == 0 ? 4 : 5, 4);
+          fully_shard(layer, mesh);
+        },
+        "issued it for different operations, so their data would not match: distribute_tensor "
+        "of a float32 tensor of shape [4, 4] to [S(0)] (rank 0); distribute_tensor of a float32 "
+        "tensor of shape [4, 5] to [S(0)] (ranks 1, 2, 3)");
+  });
+}
+
 TEST_CASE("robustness: shards of a dim near INT64_MAX (row 7)", "[robustness]") {
   expect_success("torch.chunk sizes of INT64_MAX over 4 ranks", [] {
     dist::run_threads(4, [](dist::ProcessGroupPtr world) {
