@@ -66,7 +66,7 @@ std::string describe_contexts(const std::vector<CallSignature>& sigs) {
   std::vector<size_t> firsts;  // the first member of each distinct hash
   for (size_t r = 0; r < sigs.size(); ++r) {
     const bool seen = std::any_of(firsts.begin(), firsts.end(), [&](size_t f) {
-      return sigs[f].context.hash == sigs[r].context.hash;
+      return sigs[f].context_hash == sigs[r].context_hash;
     });
     if (!seen) firsts.push_back(r);
   }
@@ -74,12 +74,13 @@ std::string describe_contexts(const std::vector<CallSignature>& sigs) {
   for (size_t f : firsts) {
     std::vector<size_t> members;
     for (size_t r = 0; r < sigs.size(); ++r) {
-      if (sigs[r].context.hash == sigs[f].context.hash) members.push_back(r);
+      if (sigs[r].context_hash == sigs[f].context_hash) members.push_back(r);
     }
-    const CallContext& c = sigs[f].context;
-    const std::string what = c.hash == 0     ? std::string("a collective outside any DTensor op")
-                             : c.description ? *c.description
-                                             : fmt::format("context {:#018x}", c.hash);
+    const CallSignature& c = sigs[f];
+    const std::string what =
+        c.context_hash == 0                ? std::string("a collective outside any DTensor op")
+        : c.context_description != nullptr ? *c.context_description
+                                           : fmt::format("context {:#018x}", c.context_hash);
     s += fmt::format("{}{} (rank{} {})", s.empty() ? "" : "; ", what, members.size() > 1 ? "s" : "",
                      fmt::join(members, ", "));
   }
@@ -117,7 +118,8 @@ CallSignature signature_of(const Call& call) {
   sig.peer = call.peer;
   sig.in_numel = call.in.defined() ? call.in.numel() : 0;
   sig.out_numel = call.out.defined() ? call.out.numel() : 0;
-  sig.context = call.context;
+  sig.context_hash = call.context.hash;
+  sig.context_description = call.context.description.get();
   switch (call.kind) {
     case CollectiveKind::AllGather:
     case CollectiveKind::Gather:
@@ -144,7 +146,7 @@ void encode_signature(const CallSignature& sig, int group_size, int64_t* dst) {
   dst[3] = sig.peer;
   dst[4] = sig.in_numel;
   dst[5] = sig.out_numel;
-  dst[6] = static_cast<int64_t>(sig.context.hash);
+  dst[6] = static_cast<int64_t>(sig.context_hash);
   TS_INTERNAL_ASSERT(sig.counts.size() <= static_cast<size_t>(2 * group_size));
   std::copy(sig.counts.begin(), sig.counts.end(), dst + kHeaderLength);
 }
@@ -157,7 +159,7 @@ CallSignature decode_signature(const int64_t* src, int group_size) {
   sig.peer = static_cast<int>(src[3]);
   sig.in_numel = src[4];
   sig.out_numel = src[5];
-  sig.context.hash = static_cast<uint64_t>(src[6]);
+  sig.context_hash = static_cast<uint64_t>(src[6]);
   const int64_t* counts = src + kHeaderLength;
   const int64_t* end = counts + 2 * group_size;
   sig.counts.assign(counts, std::find(counts, end, int64_t{-1}));
@@ -227,7 +229,7 @@ Fingerprint fingerprint_of(const CallSignature& sig, int rank, int group_size) {
     default:  // barrier, split: the kind alone
       return {hash_fields({kind}), ~hash_fields({kind}), balance};
   }
-  key = mix(key ^ sig.context.hash);
+  key = mix(key ^ sig.context_hash);
   return {key, ~key, balance};
 }
 
@@ -240,7 +242,7 @@ void check_agreement(const CallSignature& mine, const std::vector<CallSignature>
            "] the members of ", where, " issued different collectives: ",
            per_rank(n, [&](size_t r) { return collective_name(sigs[r].kind); }));
   if (mine.kind == CollectiveKind::Barrier || mine.kind == CollectiveKind::Split) return;
-  TS_CHECK(all_equal<uint64_t>(sigs, [](const auto& s) { return s.context.hash; }), "[", op,
+  TS_CHECK(all_equal<uint64_t>(sigs, [](const auto& s) { return s.context_hash; }), "[", op,
            "] the members of ", where,
            " issued it for different operations, so their data would not match: ",
            describe_contexts(sigs),

@@ -84,7 +84,11 @@ struct CallSignature {
   int64_t in_numel = 0;
   int64_t out_numel = 0;
   std::vector<int64_t> counts;
-  CallContext context;  // the description is not encoded: decoded signatures have none
+  // The call's context (Note [Who issues a collective]): the hash, and the description borrowed
+  // from the Call, which owns it (not encoded: decoded signatures have none). Borrowed, so that
+  // members copying each other's signatures on every collective do not share a reference count.
+  uint64_t context_hash = 0;
+  const std::string* context_description = nullptr;
 };
 
 CallSignature signature_of(const Call& call);

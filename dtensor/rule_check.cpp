@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "dtensor/dtensor.h"
@@ -30,10 +31,16 @@ double tolerance_of(DType dtype) {
   return 1e-2;  // float16, bfloat16
 }
 
-// The first element where `got` differs from `want`, or -1. Floating values compare within
+struct Difference {
+  int64_t index = 0;
+  double got = 0.0;
+  double want = 0.0;
+};
+
+// The first element where `got` differs from `want`, if any. Floating values compare within
 // `rtol` of the element plus `rtol` of the largest finite magnitude; NaN matches NaN, an infinity
 // only itself.
-int64_t first_difference(const Tensor& got, const Tensor& want) {
+std::optional<Difference> first_difference(const Tensor& got, const Tensor& want) {
   const std::vector<double> a = got.to(kFloat64).contiguous().to_vector<double>();
   const std::vector<double> b = want.to(kFloat64).contiguous().to_vector<double>();
   const bool floating = is_floating_point(want.dtype());
@@ -44,15 +51,12 @@ int64_t first_difference(const Tensor& got, const Tensor& want) {
   }
   for (size_t i = 0; i < b.size(); ++i) {
     if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (std::isinf(b[i]) || std::isinf(a[i])) {
-      if (a[i] == b[i]) continue;
-      return static_cast<int64_t>(i);
-    }
-    if (!(std::abs(a[i] - b[i]) <= rtol * (std::abs(b[i]) + largest))) {
-      return static_cast<int64_t>(i);
-    }
+    const bool same = std::isinf(b[i]) || std::isinf(a[i])
+                          ? a[i] == b[i]
+                          : std::abs(a[i] - b[i]) <= rtol * (std::abs(b[i]) + largest);
+    if (!same) return Difference{static_cast<int64_t>(i), a[i], b[i]};
   }
-  return -1;
+  return std::nullopt;
 }
 
 [[noreturn]] void wrong_rule(const char* op, const std::vector<Placements>& input_placements,
@@ -141,14 +145,12 @@ void check_rule_result(const char* op, const WholeCall& whole, const std::vector
                              o, got.sizes(), dtype_name(got.dtype()), want.sizes(),
                              dtype_name(want.dtype())));
     }
-    const int64_t at = first_difference(got, want);
-    if (at < 0) continue;
-    const double g = got.to(kFloat64).contiguous().to_vector<double>()[static_cast<size_t>(at)];
-    const double w = want.to(kFloat64).contiguous().to_vector<double>()[static_cast<size_t>(at)];
+    const std::optional<Difference> d = first_difference(got, want);
+    if (!d.has_value()) continue;
     wrong_rule(op, input_placements, output_placements,
                fmt::format("output {} differs from '{}' on the whole tensors at flat index {} "
                            "(gathered {}, one device {})",
-                           o, op, at, g, w));
+                           o, op, d->index, d->got, d->want));
   }
 }
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <unordered_set>
 
+#include "dtensor/rules/rule_table.h"
+
 namespace tessera::dtensor {
 
 namespace {
@@ -47,7 +49,7 @@ std::string key_of(const ShardingStrategy& s, const std::vector<int64_t>& input_
   return key;
 }
 
-bool all_replicate(const ShardingStrategy& s, const std::vector<int64_t>& input_ranks) {
+bool is_all_replicate(const ShardingStrategy& s, const std::vector<int64_t>& input_ranks) {
   for (size_t i = 0; i < s.inputs.size(); ++i) {
     if (input_ranks[i] >= 0 && !s.inputs[i].is_replicate()) return false;
   }
@@ -85,15 +87,12 @@ size_t clean_strategies(const char* op, std::vector<ShardingStrategy>& strategie
       continue;
     }
     if (!seen.insert(key_of(s, input_ranks)).second) continue;
-    if (!replicate_at.has_value() && all_replicate(s, input_ranks)) replicate_at = kept.size();
+    if (!replicate_at.has_value() && is_all_replicate(s, input_ranks)) replicate_at = kept.size();
     kept.push_back(std::move(s));
   }
   if (!replicate_at.has_value()) {
     replicate_at = kept.size();
-    ShardingStrategy r;
-    r.inputs.assign(input_ranks.size(), Replicate());
-    r.outputs.assign(output_ranks.size(), Replicate());
-    kept.push_back(std::move(r));
+    kept.push_back(all_replicate(output_ranks.size(), input_ranks.size()));
   }
   if (user_rule && dropped > 0) report_dropped(op, dropped, returned);
   strategies = std::move(kept);

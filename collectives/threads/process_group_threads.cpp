@@ -115,8 +115,16 @@ void ProcessGroupThreads::execute(const Call& call) {
   std::vector<CallSignature> sigs;
   sigs.reserve(static_cast<size_t>(size()));
   for (int q = 0; q < size(); ++q) sigs.push_back(state_->slot(seq, q).sig);
-  // A disagreement raises on every member alike, before any reads a peer.
-  check_agreement(mine.sig, sigs, *this);
+  // A disagreement raises on every member alike, before any reads a peer's data; its message
+  // reads the peers' context descriptions, which their Calls own, so none leaves before all are
+  // done (Note [Leaving a collective early]).
+  try {
+    check_agreement(mine.sig, sigs, *this);
+  } catch (...) {
+    reading.end();
+    state_->wait_for_readers();
+    throw;
+  }
   if (call.kind == CollectiveKind::Barrier) return;
   try {
     move_data(call, seq, deadline);
