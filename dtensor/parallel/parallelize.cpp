@@ -188,23 +188,6 @@ void check_mesh(const DeviceMesh& mesh) {
            "; pass one dim of it, e.g. mesh[\"tp\"]");
 }
 
-std::vector<std::string> split_path(const std::string& path) {
-  std::vector<std::string> parts;
-  std::string part;
-  std::istringstream in(path);
-  while (std::getline(in, part, '.')) parts.push_back(part);
-  return parts;
-}
-
-bool matches(const std::vector<std::string>& key, const std::string& path) {
-  const std::vector<std::string> parts = split_path(path);
-  if (parts.size() != key.size()) return false;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (key[i] != "*" && key[i] != parts[i]) return false;
-  }
-  return true;
-}
-
 // What can reject a style before it changes anything: the module kinds Colwise and Rowwise shard.
 void check_style(const ParallelStyle& style, const std::string& path, nn::Module& m) {
   if (std::holds_alternative<ColwiseParallel>(style)) linear_like("ColwiseParallel", path, m);
@@ -226,10 +209,10 @@ nn::Module& parallelize_module(nn::Module& module, const DeviceMesh& mesh,
   // module changes, so a rejected plan leaves the module as it was.
   std::vector<std::tuple<const ParallelStyle*, std::string, nn::Module*>> steps;
   for (const auto& [key, style] : plan) {
-    const std::vector<std::string> parts = split_path(key);
+    const std::vector<std::string> parts = detail::split_module_path(key);
     int64_t found = 0;
     for (const auto& [path, m] : modules) {
-      if (path.empty() || !matches(parts, path)) continue;
+      if (path.empty() || !detail::plan_key_matches(parts, path)) continue;
       check_style(style, path, *m);
       steps.emplace_back(&style, path, m);
       ++found;
@@ -246,6 +229,23 @@ nn::Module& parallelize_module(nn::Module& module, const DeviceMesh& mesh,
   }
   for (const auto& [style, path, m] : steps) apply_style(*style, path, *m, mesh);
   return module;
+}
+
+std::vector<std::string> detail::split_module_path(const std::string& path) {
+  std::vector<std::string> parts;
+  std::string part;
+  std::istringstream in(path);
+  while (std::getline(in, part, '.')) parts.push_back(part);
+  return parts;
+}
+
+bool detail::plan_key_matches(const std::vector<std::string>& key, const std::string& path) {
+  const std::vector<std::string> parts = split_module_path(path);
+  if (parts.size() != key.size()) return false;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (key[i] != "*" && key[i] != parts[i]) return false;
+  }
+  return true;
 }
 
 nn::Module& parallelize_module(nn::Module& module, const DeviceMesh& mesh,

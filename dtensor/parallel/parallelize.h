@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "autograd/nn/module.h"
 #include "dtensor/device_mesh.h"
@@ -59,5 +60,12 @@ nn::Module& parallelize_module(nn::Module& module, const DeviceMesh& mesh,
 // Applies `style` to `module` itself.
 nn::Module& parallelize_module(nn::Module& module, const DeviceMesh& mesh,
                                const ParallelStyle& style);
+
+namespace detail {
+// How parallelize_module reads its keys, for tools that check plans against a model: a dotted
+// path split at the dots, and whether a split key names `path` ('*' matches any one name).
+std::vector<std::string> split_module_path(const std::string& path);
+bool plan_key_matches(const std::vector<std::string>& key, const std::string& path);
+}  // namespace detail
 
 }  // namespace tessera

@@ -59,29 +59,12 @@ std::vector<std::string> keys_in_file_order(const Strategy& s) {
   return keys;
 }
 
-std::vector<std::string> split_path(const std::string& path) {
-  std::vector<std::string> parts;
-  std::istringstream in(path);
-  for (std::string part; std::getline(in, part, '.');) parts.push_back(part);
-  return parts;
-}
-
-// As parallelize_module matches its keys: '*' stands for any one name.
-bool path_matches(const std::vector<std::string>& key, const std::string& path) {
-  const std::vector<std::string> parts = split_path(path);
-  if (parts.size() != key.size()) return false;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (key[i] != "*" && key[i] != parts[i]) return false;
-  }
-  return true;
-}
-
 // The model's submodule paths, each block's once: "blocks.*.wq" for every layer's.
 std::string module_paths(const std::vector<std::pair<std::string, nn::Module*>>& modules) {
   std::vector<std::string> paths;
   for (const auto& [path, m] : modules) {
     if (path.empty()) continue;
-    const std::vector<std::string> parts = split_path(path);
+    const std::vector<std::string> parts = tessera::detail::split_module_path(path);
     std::string shown = parts[0];
     for (size_t i = 1; i < parts.size(); ++i) {
       const bool index = parts[i].find_first_not_of("0123456789") == std::string::npos;
@@ -178,7 +161,9 @@ void step_under_plan(const Strategy& s, const ModelConfig& c) {
     for (const auto& [path, m] : modules) {
       kind_of[path] = m->name();
       for (const auto& [key, style] : s.plan) {
-        if (!path.empty() && path_matches(split_path(key), path)) key_of[path] = key;
+        if (!path.empty() &&
+            tessera::detail::plan_key_matches(tessera::detail::split_module_path(key), path))
+          key_of[path] = key;
       }
     }
     // Pre-hooks before the styles' (they see the input before it is converted), hooks after.
@@ -277,10 +262,10 @@ void check_plan(const Strategy& s, const ModelConfig& c) {
   for (const std::string& key : keys_in_file_order(s)) {
     const ParallelStyle& style = s.plan.at(key);
     const std::string where = line_of(s, key);
-    const std::vector<std::string> parts = split_path(key);
+    const std::vector<std::string> parts = tessera::detail::split_module_path(key);
     bool found = false;
     for (const auto& [path, m] : modules) {
-      if (path.empty() || !path_matches(parts, path)) continue;
+      if (path.empty() || !tessera::detail::plan_key_matches(parts, path)) continue;
       found = true;
       const auto [other, fresh] = planned_by.try_emplace(path, key);
       TS_CHECK(fresh, "[tessera-shardbench] ", where, ": module '", path, "' is also planned by ",
