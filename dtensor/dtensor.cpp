@@ -7,6 +7,7 @@
 #include "collectives/call.h"
 #include "dtensor/dtensor_functions.h"
 #include "dtensor/dtensor_meta.h"
+#include "dtensor/metadata_agreement.h"
 #include "dtensor/redistribute/runs.h"
 #include "dtensor/spmd_types/local_types.h"
 #include "runtime/grad_mode.h"
@@ -48,45 +49,6 @@ std::pair<Shape, Shape> global_from_local(const Tensor& local, const DeviceMesh&
     }
   }
   return {shape, stride};
-}
-
-// Every rank's (dtype, shape) must agree: one small all_gather per mesh dim (agreement along
-// every mesh dim is agreement over the mesh).
-// `shape` is the global shape this rank computed: given, or inferred from its local shape (even
-// shards). Comparing it covers the local shapes too: with a given shape each rank's local shape
-// was checked against it, and an inferred one differs wherever the local shapes do.
-void check_metadata(const char* op, const Tensor& local, const DeviceMesh& mesh,
-                    const Shape& shape) {
-  constexpr int64_t kMaxDims = 8;
-  TS_CHECK(local.dim() <= kMaxDims, "[", op, "] run_check supports tensors of up to ", kMaxDims,
-           " dims, got ", local.dim());
-  std::vector<int64_t> mine(2 + kMaxDims, -1);
-  mine[0] = static_cast<int64_t>(local.dtype());
-  mine[1] = static_cast<int64_t>(shape.size());
-  for (size_t i = 0; i < shape.size(); ++i) mine[2 + i] = shape[i];
-  const Tensor in = from_vector(mine, {static_cast<int64_t>(mine.size())});
-  for (int64_t m = 0; m < mesh.ndim(); ++m) {
-    const dist::ProcessGroupPtr group = mesh.get_group(m);
-    const Tensor all = Tensor::make_empty({group->size(), static_cast<int64_t>(mine.size())},
-                                          kInt64, Device::cpu());
-    group->all_gather_into_tensor(all, in)->wait();
-    const std::vector<int64_t> v = all.to_vector<int64_t>();
-    for (int r = 0; r < group->size(); ++r) {
-      const auto theirs =
-          v.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r) * mine.size());
-      if (std::equal(mine.begin(), mine.end(), theirs)) continue;
-      const auto their_dims = static_cast<size_t>(theirs[1]);
-      const Shape their_shape(theirs + 2, theirs + 2 +
-                                              static_cast<std::ptrdiff_t>(std::min(
-                                                  their_dims, static_cast<size_t>(kMaxDims))));
-      TS_CHECK(false, "[", op,
-               "] inconsistent tensor metadata across ranks (run_check): this rank ",
-               "has a local tensor of shape ", local.sizes(), " and dtype ", local.dtype(),
-               ", hence global shape ", shape, ", but rank ", r, " of mesh dim ", m, " has dtype ",
-               static_cast<DType>(theirs[0]), " and global shape ", their_shape,
-               "; without an explicit shape every rank must hold an even shard");
-    }
-  }
 }
 
 // Every rank gets the tensor of the mesh rank `src`: a broadcast along each mesh dim in turn,
@@ -198,7 +160,13 @@ DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh,
     check_hint("DTensor.from_local", *spec, *options.grad_placements);
   }
   if (options.run_check) {
-    check_metadata("DTensor.from_local", local, mesh, spec->shape);
+    // `spec->shape` was given (and this rank's local shape checked against it) or inferred
+    // from the local shape, so comparing it covers the local shapes too.
+    dtensor::check_metadata_agreement(
+        "DTensor.from_local", {{"the local tensor", local.dtype(), local.sizes(), spec->shape}},
+        mesh,
+        "inconsistent tensor metadata across ranks (run_check); without an explicit shape every "
+        "rank must hold an even shard");
     // As PyTorch: coordinate 0's data is broadcast into `local` itself along Replicate dims.
     NoGradGuard no_grad;
     for (size_t m = 0; m < ps.size(); ++m) {

@@ -1,8 +1,9 @@
 #pragma once
 // The raw collectives behind a redistribute plan, for benchmarks that time a redistribute beside
 // what its communication alone costs: one callable per communicating step, issuing that step's
-// collective on the same group with preallocated buffers of the same sizes (even blocks: the
-// larger shard size of an uneven split rounded down to a multiple of the group).
+// collective on the same group with preallocated buffers of one size on every rank (the largest
+// shard, the dim its step shards padded to a multiple of the group, as the redistribute pads an
+// uneven split).
 
 #include <functional>
 #include <vector>

@@ -1,6 +1,7 @@
 #include "dtensor/parallel/local_map.h"
 
 #include "dtensor/dtensor.h"
+#include "dtensor/metadata_agreement.h"
 #include "dtensor/spmd_types/local_types.h"
 
 namespace tessera {
@@ -173,6 +174,24 @@ std::vector<std::optional<Placements>> out_grad_placements(const std::vector<Ten
   return grads;
 }
 
+// from_local infers each output's global shape from this rank's local shape (even shards), so
+// a fn whose outputs differ per rank would leave ranks disagreeing on a DTensor, to be found by
+// a later collective of unequal sizes; said here instead, naming local_map and the output.
+void check_outputs_agree(const std::vector<Tensor>& out, const DeviceMesh& mesh) {
+  std::vector<dtensor::TensorMetadata> entries;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!out[i].is_distributed()) continue;
+    const DTensor d(out[i]);
+    entries.push_back({"output " + std::to_string(i) + " (" + to_string(d.placements()) + ")",
+                       d.dtype(), d.unsafe_local().sizes(), d.sizes()});
+  }
+  dtensor::check_metadata_agreement(
+      "local_map", entries, mesh,
+      "fn must return, on every rank, outputs of one dtype whose local shapes are the even shards "
+      "of one global shape under out_placements (or set check_outputs = false to skip this "
+      "check)");
+}
+
 std::vector<Tensor> wrap_outputs(std::vector<Tensor> out, const LocalMapOptions& o,
                                  const DeviceMesh& mesh,
                                  const std::vector<std::optional<Placements>>& grads) {
@@ -196,6 +215,7 @@ std::vector<Tensor> wrap_outputs(std::vector<Tensor> out, const LocalMapOptions&
              " is a DTensor (", to_string(DTensor(out[i]).placements()), ")");
     if (spec.has_value()) out[i] = DTensor::from_local(out[i], mesh, *spec);
   }
+  if (o.check_outputs) check_outputs_agree(out, mesh);
   return out;
 }
 

@@ -32,6 +32,11 @@ struct LocalMapOptions {
   // dtensor/spmd_types/collectives.h change them, and each output's types must fit its
   // out_placements and give its gradient placements.
   bool spmd_types = false;
+  // Check that every rank's DTensor outputs agree in dtype and global shape (one small
+  // all_gather per mesh dim per call), so a fn returning different shapes on different ranks
+  // raises here, naming the output, not in a later collective. PyTorch does not check; false
+  // skips it for a fn known to be uniform.
+  bool check_outputs = true;
 };
 
 using LocalFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
@@ -42,7 +47,8 @@ using LocalFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 // without DTensor arguments it is fn itself. Errors, worded as the seed's: in_placements of
 // another length than the arguments, a DTensor argument whose in_placements entry is nullopt or
 // differs (without redistribute_inputs), a non-tensor argument or output with placements, a
-// DTensor output, out_placements of another length than the outputs.
+// DTensor output, out_placements of another length than the outputs, and (check_outputs) ranks
+// whose outputs differ in dtype or global shape.
 // With spmd_types, also the seed's: a placement without a local type (StridedShard, Partial
 // other than sum), an in_grad_placements entry its input's type cannot have ("cannot represent
 // this forward/backward placement pair"), a Tensor output with nullopt out_placements or the

@@ -6,9 +6,11 @@
 // Note [Sharded reshape]
 // view/reshape pair the input and output dims into groups of equal element count. A shard of
 // input dim e stays a shard (of the group's first non-trivial output dim f) only when e is the
-// group's first non-trivial input dim and both e and f split evenly over the mesh: then every
-// rank's block is the same contiguous range of the group's flattened elements on both sides.
-// Otherwise ([12, 8] S(1) viewed as [16, 6], torch's known wrong case) the dim is gathered first.
+// group's first non-trivial input dim and either e and f have one size (a group of that one dim
+// on each side: the view leaves the sharded dim as it is, so any chunking of it, uneven ones
+// too, is the same on both sides) or both split evenly over the mesh: then every rank's block
+// is the same contiguous range of the group's flattened elements on both sides. Otherwise
+// ([12, 8] S(1) viewed as [16, 6], torch's known wrong case) the dim is gathered first.
 
 #include <algorithm>
 
@@ -74,9 +76,11 @@ std::vector<int64_t> reshape_map(const ShardingCall& call) {
     size_t first_in = i0, first_out = o0;
     while (first_in < i && in[first_in] == 1) ++first_in;
     while (first_out < o && out[first_out] == 1) ++first_out;
-    if (first_in < i && first_out < o && pi == po) {
+    if (i == i0 + 1 && o == o0 + 1 && pi == po) {
+      map[i0] = static_cast<int64_t>(o0);  // one dim kept as it is, size 1 included
+    } else if (first_in < i && first_out < o && pi == po) {
       const int64_t e = in[first_in], f = out[first_out];
-      if (splits_evenly(call, e) && splits_evenly(call, f)) {
+      if (e == f || (splits_evenly(call, e) && splits_evenly(call, f))) {
         map[first_in] = static_cast<int64_t>(first_out);
       }
     }

@@ -200,6 +200,33 @@ TEST_CASE("ops comm: view merging a sharded dim with its neighbour", "[dtensor][
   });
 }
 
+TEST_CASE("ops comm: a view leaving an unevenly sharded dim as it is keeps the shard",
+          "[dtensor][ops][comm]") {
+  // [d0, 2, 2, 2] S(0) viewed as [d0, 2, 4], d0 = 1 or 5 on 4 ranks (uneven, some ranks
+  // empty): the sharded dim is a group of its own on both sides, so each rank views its own
+  // block, with no collective, and the result shares the input's data (as PyTorch).
+  on_mesh({4}, [](const DeviceMesh& mesh) {
+    Failures f;
+    for (const int64_t d0 : {int64_t{1}, int64_t{5}}) {
+      const std::string what = "[" + std::to_string(d0) + ", 2, 2, 2] S(0) view [d0, 2, 4]";
+      const Tensor a = ints({d0, 2, 2, 2}, 17);
+      const DTensor da = distribute_tensor(a, mesh, {Shard(0)});
+      DTensor out;
+      {
+        debug::CommDebugMode mode;
+        out = da.view({d0, 2, 4});
+        expect_counts(f, what, mode, {});
+      }
+      expect_placements(f, what, out, {Shard(0)});
+      expect_equal(f, what, out.full_tensor(), a.view({d0, 2, 4}));
+      if (!out.to_local().is_alias_of(da.to_local())) {
+        f.push_back(what + ": the local result does not share the input's data");
+      }
+    }
+    return f;
+  });
+}
+
 TEST_CASE("ops comm: on a mesh dim of size 1 an op keeps the placements it can keep",
           "[dtensor][ops][comm]") {
   // Every transition is free on one rank, so cost alone cannot choose: [S(2)] viewed as

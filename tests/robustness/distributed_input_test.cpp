@@ -91,6 +91,45 @@ TEST_CASE("robustness: ranks building a module differently are told at fully_sha
   });
 }
 
+TEST_CASE("robustness: a local_map whose outputs differ per rank is named at the call",
+          "[robustness]") {
+  // Rank 0's fn returns a [3, 4] block where the others return [2, 4]: from_local would infer
+  // global [12, 4] on rank 0 and [8, 4] elsewhere.
+  const auto uneven = [](const Tensor& x) {
+    const bool first = DTensor(x).device_mesh().get_coordinate()->at(0) == 0;
+    const LocalFn fn = [first](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{in[0].narrow(0, 0, first ? 3 : 2) * 2.0, in[0] + 1.0};
+    };
+    return local_map(fn, {.out_placements = {Placements{Shard(0)}, Placements{Shard(0)}}})({x});
+  };
+  expect_success("fn returning [3, 4] on rank 0 and [2, 4] elsewhere under S(0)", [&] {
+    every_rank_raises(
+        [&](const DeviceMesh& mesh) {
+          (void)uneven(distribute_tensor(ones({16, 4}), mesh, {Shard(0)}))[0].full_tensor();
+        },
+        "[local_map] ranks disagree on output 0 ([S(0)]): this rank (rank ");
+  });
+  expect_success("the message gives both ranks' shapes", [&] {
+    every_rank_raises(
+        [&](const DeviceMesh& mesh) {
+          (void)uneven(distribute_tensor(ones({16, 4}), mesh, {Shard(0)}));
+        },
+        "local tensor of shape [2, 4] (global shape [8, 4])");
+  });
+  expect_success("check_outputs = false: as PyTorch, no check (the values stay per rank)", [] {
+    dist::run_threads(4, [](dist::ProcessGroupPtr) {
+      const DeviceMesh mesh(DeviceType::CPU, {4});
+      const DTensor x = distribute_tensor(ones({16, 4}), mesh, {Shard(0)});
+      const LocalFn fn = [](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{in[0] * 3.0};
+      };
+      const std::vector<Tensor> out =
+          local_map(fn, {.out_placements = {Placements{Shard(0)}}, .check_outputs = false})({x});
+      if (!equal(out[0].full_tensor(), full({16, 4}, 3.0))) throw std::logic_error("wrong values");
+    });
+  });
+}
+
 TEST_CASE("robustness: shards of a dim near INT64_MAX (row 7)", "[robustness]") {
   expect_success("torch.chunk sizes of INT64_MAX over 4 ranks", [] {
     dist::run_threads(4, [](dist::ProcessGroupPtr world) {
