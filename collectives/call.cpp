@@ -12,11 +12,21 @@ namespace {
 
 constexpr int64_t kHeaderLength = 7;
 
+// Member r of a group by its world rank, with its group rank beside it where they differ
+// ("rank 5 (group rank 1)"), so a message never mixes the two unsaid.
+std::string rank_name(const std::vector<int>& world_ranks, size_t r) {
+  const int world = r < world_ranks.size() ? world_ranks[r] : static_cast<int>(r);
+  if (world == static_cast<int>(r)) return fmt::format("rank {}", r);
+  return fmt::format("rank {} (group rank {})", world, r);
+}
+
 // "rank 0: 4, rank 1: 5" for every member's value.
 template <typename F>
-std::string per_rank(size_t n, F&& value) {
+std::string per_rank(const std::vector<int>& world_ranks, size_t n, F&& value) {
   std::string s;
-  for (size_t r = 0; r < n; ++r) s += fmt::format("{}rank {}: {}", r ? ", " : "", r, value(r));
+  for (size_t r = 0; r < n; ++r) {
+    s += fmt::format("{}{}: {}", r ? ", " : "", rank_name(world_ranks, r), value(r));
+  }
   return s;
 }
 
@@ -62,7 +72,8 @@ uint64_t weight(size_t i, size_t j) { return mix((uint64_t{i} << 32) ^ uint64_t{
 thread_local const CallContext* current_context = nullptr;
 
 // "redistribute ... (rank 0), ... (ranks 1, 2)": each distinct context once, with its members.
-std::string describe_contexts(const std::vector<CallSignature>& sigs) {
+std::string describe_contexts(const std::vector<CallSignature>& sigs,
+                              const std::vector<int>& world_ranks) {
   std::vector<size_t> firsts;  // the first member of each distinct hash
   for (size_t r = 0; r < sigs.size(); ++r) {
     const bool seen = std::any_of(firsts.begin(), firsts.end(), [&](size_t f) {
@@ -74,7 +85,9 @@ std::string describe_contexts(const std::vector<CallSignature>& sigs) {
   for (size_t f : firsts) {
     std::vector<size_t> members;
     for (size_t r = 0; r < sigs.size(); ++r) {
-      if (sigs[r].context_hash == sigs[f].context_hash) members.push_back(r);
+      if (sigs[r].context_hash == sigs[f].context_hash) {
+        members.push_back(r < world_ranks.size() ? static_cast<size_t>(world_ranks[r]) : r);
+      }
     }
     const CallSignature& c = sigs[f];
     const std::string what =
@@ -238,23 +251,25 @@ void check_agreement(const CallSignature& mine, const std::vector<CallSignature>
   const char* op = collective_name(mine.kind).data();
   const size_t n = sigs.size();
   const GroupName where{group};
+  const std::vector<int>& ranks = group.world_ranks();
+  const auto name = [&](size_t r) { return rank_name(ranks, r); };
   TS_CHECK(all_equal<CollectiveKind>(sigs, [](const auto& s) { return s.kind; }), "[", op,
            "] the members of ", where, " issued different collectives: ",
-           per_rank(n, [&](size_t r) { return collective_name(sigs[r].kind); }));
+           per_rank(ranks, n, [&](size_t r) { return collective_name(sigs[r].kind); }));
   if (mine.kind == CollectiveKind::Barrier || mine.kind == CollectiveKind::Split) return;
   TS_CHECK(all_equal<uint64_t>(sigs, [](const auto& s) { return s.context_hash; }), "[", op,
            "] the members of ", where,
            " issued it for different operations, so their data would not match: ",
-           describe_contexts(sigs),
+           describe_contexts(sigs, ranks),
            ". Every rank must run the same DTensor operations on the same global shapes and "
            "placements (check the placements given to from_local on each rank)");
   TS_CHECK_DTYPE(all_equal<DType>(sigs, [](const auto& s) { return s.dtype; }), "[", op,
                  "] the members of ", where, " disagree on the dtype: ",
-                 per_rank(n, [&](size_t r) { return dtype_name(sigs[r].dtype); }));
+                 per_rank(ranks, n, [&](size_t r) { return dtype_name(sigs[r].dtype); }));
   const auto numel_check = [&](auto field, const char* what) {
     TS_CHECK_SHAPE(all_equal<int64_t>(sigs, field), "[", op, "] the members of ", where,
                    " disagree on the number of elements of ", what, ": ",
-                   per_rank(n, [&](size_t r) { return field(sigs[r]); }));
+                   per_rank(ranks, n, [&](size_t r) { return field(sigs[r]); }));
   };
   const auto in_numel = [](const CallSignature& s) { return s.in_numel; };
   switch (mine.kind) {
@@ -262,7 +277,7 @@ void check_agreement(const CallSignature& mine, const std::vector<CallSignature>
     case CollectiveKind::ReduceScatterTensor: {
       TS_CHECK(all_equal<ReduceOp>(sigs, [](const auto& s) { return s.op; }), "[", op,
                "] the members of ", where, " disagree on the reduce op: ",
-               per_rank(n, [&](size_t r) { return reduce_op_name(sigs[r].op); }));
+               per_rank(ranks, n, [&](size_t r) { return reduce_op_name(sigs[r].op); }));
       numel_check(in_numel, "the input");
       break;
     }
@@ -273,22 +288,24 @@ void check_agreement(const CallSignature& mine, const std::vector<CallSignature>
     case CollectiveKind::Scatter:
     case CollectiveKind::Gather: {
       TS_CHECK(all_equal<int>(sigs, [](const auto& s) { return s.peer; }), "[", op,
-               "] the members of ", where,
-               " disagree on the root: ", per_rank(n, [&](size_t r) { return sigs[r].peer; }));
+               "] the members of ", where, " disagree on the root: ",
+               per_rank(ranks, n, [&](size_t r) { return sigs[r].peer; }));
       const CallSignature& root = sigs[static_cast<size_t>(mine.peer)];
       if (mine.kind == CollectiveKind::Broadcast) {
         numel_check(in_numel, "the tensor");
       } else if (mine.kind == CollectiveKind::Scatter) {
         for (size_t r = 0; r < n; ++r) {
-          TS_CHECK_SHAPE(root.counts[r] == sigs[r].out_numel, "[", op, "] root ", mine.peer, " of ",
-                         where, " sends ", root.counts[r], " elements to rank ", r, " (ins[", r,
-                         "]) but rank ", r, " receives ", sigs[r].out_numel);
+          TS_CHECK_SHAPE(root.counts[r] == sigs[r].out_numel, "[", op, "] root ",
+                         name(static_cast<size_t>(mine.peer)), " of ", where, " sends ",
+                         root.counts[r], " elements to ", name(r), " (ins[", r, "]) but ", name(r),
+                         " receives ", sigs[r].out_numel);
         }
       } else {
         for (size_t r = 0; r < n; ++r) {
-          TS_CHECK_SHAPE(root.counts[r] == sigs[r].in_numel, "[", op, "] rank ", r, " of ", where,
-                         " sends ", sigs[r].in_numel, " elements but root ", mine.peer, " expects ",
-                         root.counts[r], " (outs[", r, "])");
+          TS_CHECK_SHAPE(root.counts[r] == sigs[r].in_numel, "[", op, "] ", name(r), " of ", where,
+                         " sends ", sigs[r].in_numel, " elements but root ",
+                         name(static_cast<size_t>(mine.peer)), " expects ", root.counts[r],
+                         " (outs[", r, "])");
         }
       }
       break;
@@ -296,8 +313,8 @@ void check_agreement(const CallSignature& mine, const std::vector<CallSignature>
     case CollectiveKind::AllGather:
       for (size_t q = 0; q < n; ++q) {
         for (size_t r = 0; r < n; ++r) {
-          TS_CHECK_SHAPE(sigs[q].counts[r] == sigs[r].in_numel, "[", op, "] rank ", r, " of ",
-                         where, " sends ", sigs[r].in_numel, " elements but rank ", q, " expects ",
+          TS_CHECK_SHAPE(sigs[q].counts[r] == sigs[r].in_numel, "[", op, "] ", name(r), " of ",
+                         where, " sends ", sigs[r].in_numel, " elements but ", name(q), " expects ",
                          sigs[q].counts[r], " from it (outs[", r, "])");
         }
       }
@@ -307,10 +324,10 @@ void check_agreement(const CallSignature& mine, const std::vector<CallSignature>
         for (size_t j = 0; j < n; ++j) {
           const int64_t sent = sigs[i].counts[j];
           const int64_t expected = sigs[j].counts[n + i];
-          TS_CHECK_SHAPE(sent == expected, "[", op, "] rank ", i, " of ", where, " sends ", sent,
-                         " elements to rank ", j, " but rank ", j, " expects ", expected,
-                         " from rank ", i, " (compare in_splits on rank ", i,
-                         " with out_splits on rank ", j, ")");
+          TS_CHECK_SHAPE(sent == expected, "[", op, "] ", name(i), " of ", where, " sends ", sent,
+                         " elements to ", name(j), " but ", name(j), " expects ", expected,
+                         " from ", name(i), " (compare in_splits on ", name(i),
+                         " with out_splits on ", name(j), ")");
         }
       }
       break;
@@ -320,12 +337,14 @@ void check_agreement(const CallSignature& mine, const std::vector<CallSignature>
 }
 
 void check_p2p_agreement(const char* op_name, const CallSignature& send, const CallSignature& recv,
-                         int src, int dst, const std::string& where) {
-  TS_CHECK_DTYPE(send.dtype == recv.dtype, "[", op_name, "] rank ", src, " of ", where, " sends ",
-                 dtype_name(send.dtype), " but rank ", dst, " receives ", dtype_name(recv.dtype));
-  TS_CHECK_SHAPE(send.in_numel == recv.out_numel, "[", op_name, "] rank ", src, " of ", where,
-                 " sends ", send.in_numel, " elements but rank ", dst, " receives ",
-                 recv.out_numel);
+                         int src, int dst, const std::string& where,
+                         const std::vector<int>& world_ranks) {
+  const std::string from = rank_name(world_ranks, static_cast<size_t>(src));
+  const std::string to = rank_name(world_ranks, static_cast<size_t>(dst));
+  TS_CHECK_DTYPE(send.dtype == recv.dtype, "[", op_name, "] ", from, " of ", where, " sends ",
+                 dtype_name(send.dtype), " but ", to, " receives ", dtype_name(recv.dtype));
+  TS_CHECK_SHAPE(send.in_numel == recv.out_numel, "[", op_name, "] ", from, " of ", where,
+                 " sends ", send.in_numel, " elements but ", to, " receives ", recv.out_numel);
 }
 
 void check_split_agreement(const char* op_name, const std::vector<std::vector<int>>& lists,
@@ -335,16 +354,19 @@ void check_split_agreement(const char* op_name, const std::vector<std::vector<in
     const bool equal = lists[r] == lists[0];
     if (same_everywhere) {
       TS_CHECK(equal, "[", op_name, "] every member of ", group.describe(),
-               " must pass the same ranks, got ", per_rank(lists.size(), show));
+               " must pass the same ranks, got ",
+               per_rank(group.world_ranks(), lists.size(), show));
       continue;
     }
     TS_CHECK(std::binary_search(lists[r].begin(), lists[r].end(), static_cast<int>(r)), "[",
-             op_name, "] rank ", r, " of ", group.describe(), " passed ", show(r),
-             ", which does not contain itself; each member lists the group it joins");
+             op_name, "] ", rank_name(group.world_ranks(), r), " of ", group.describe(), " passed ",
+             show(r), ", which does not contain itself; each member lists the group it joins");
     for (int q : lists[r]) {
-      TS_CHECK(lists[static_cast<size_t>(q)] == lists[r], "[", op_name, "] rank ", r, " of ",
-               group.describe(), " puts rank ", q, " in ", show(r), " but rank ", q, " asks for ",
-               show(static_cast<size_t>(q)), "; members of one new group must pass equal lists");
+      TS_CHECK(lists[static_cast<size_t>(q)] == lists[r], "[", op_name, "] ",
+               rank_name(group.world_ranks(), r), " of ", group.describe(), " puts group rank ", q,
+               " in ", show(r), " but ", rank_name(group.world_ranks(), static_cast<size_t>(q)),
+               " asks for ", show(static_cast<size_t>(q)),
+               "; members of one new group must pass equal lists");
     }
   }
 }

@@ -136,9 +136,11 @@ Fingerprint fingerprint_of(const CallSignature& sig, int rank, int group_size);
 // the disagreeing ranks and their values. sigs[r] is member r's signature.
 void check_agreement(const CallSignature& mine, const std::vector<CallSignature>& sigs,
                      const ProcessGroup& group);
-// Send/recv pair: throws on both sides alike when sizes or dtypes differ.
+// Send/recv pair: throws on both sides alike when sizes or dtypes differ. src and dst are group
+// ranks; world_ranks names them in the message.
 void check_p2p_agreement(const char* op_name, const CallSignature& send, const CallSignature& recv,
-                         int src, int dst, const std::string& where);
+                         int src, int dst, const std::string& where,
+                         const std::vector<int>& world_ranks);
 // lists[r]: member r's sorted list. Every list must contain its member; with same_everywhere
 // all lists are equal, otherwise any two are equal or disjoint.
 void check_split_agreement(const char* op_name, const std::vector<std::vector<int>>& lists,

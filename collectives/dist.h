@@ -56,6 +56,13 @@ ProcessGroupPtr world();
 struct ThreadsOptions {
   // Default timeout of the world's collectives (and of groups split from it).
   std::chrono::milliseconds timeout = kDefaultTimeout;
+  // Raise at once, on every rank, when the ranks wait for each other in collectives none can
+  // complete (a rank skipped one, or ranks issued them in different orders), naming what each
+  // waits in, instead of after the timeout (Note [Deadlocks among rank threads] in
+  // collectives/threads/rendezvous.h). Turn it off when threads other than the rank threads
+  // issue collectives: one that has not issued its first yet cannot be seen, and a rank waiting
+  // for it would be taken for deadlocked (a world where one has issued turns it off itself).
+  bool detect_deadlocks = true;
 };
 
 // Runs fn(world) once per rank, each rank a thread of this process, and returns when all have

@@ -22,6 +22,8 @@ WorkPtr completed_work() {
 namespace detail {
 namespace {
 
+thread_local bool tls_on_progress_thread = false;
+
 // Throws a new exception equal to `error`'s when its dynamic type is one of `Types` (the same type
 // and message), else rethrows the stored object. Rethrowing the stored object itself hands one
 // object to two threads: the waiter reads it in its handler while the progress thread may hold
@@ -99,6 +101,13 @@ WorkPtr ProgressThread::submit(std::function<void()> fn, bool async_op) {
   return work;
 }
 
+bool on_progress_thread() { return tls_on_progress_thread; }
+
+bool ProgressThread::busy() {
+  std::lock_guard lock(mutex_);
+  return pending_ > 0;
+}
+
 void ProgressThread::drain() {
   std::unique_lock lock(mutex_);
   cv_.wait(lock, [&] { return pending_ == 0; });
@@ -106,6 +115,7 @@ void ProgressThread::drain() {
 
 void ProgressThread::loop() {
   set_num_threads(num_threads_);
+  tls_on_progress_thread = true;
   std::unique_lock lock(mutex_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });

@@ -28,6 +28,9 @@ class FutureWork final : public Work {
   std::exception_ptr error_;
 };
 
+// Whether the calling thread is a ProgressThread's (Note [Deadlocks among rank threads]).
+bool on_progress_thread();
+
 class ProgressThread {
  public:
   ProgressThread();
@@ -42,6 +45,8 @@ class ProgressThread {
   WorkPtr submit(std::function<void()> fn, bool async_op);
   // Blocks until nothing is queued or running.
   void drain();
+  // Whether anything is queued or running.
+  bool busy();
 
  private:
   struct Task {

@@ -95,7 +95,8 @@ const FingerprintMpi& fingerprint_mpi() {
 // posted (as on the threads backend).
 class P2PWork final : public Work {
  public:
-  P2PWork(const Call& call, MPI_Comm comm, int group_size, bool check, std::string where)
+  P2PWork(const Call& call, MPI_Comm comm, int group_size, bool check, std::string where,
+          std::vector<int> world_ranks)
       : tensor_(call.kind == CollectiveKind::Send ? call.in : call.out),
         sending_(call.kind == CollectiveKind::Send),
         peer_(call.peer),
@@ -103,6 +104,7 @@ class P2PWork final : public Work {
         op_(call.name()),
         timeout_(call.timeout),
         where_(std::move(where)),
+        world_ranks_(std::move(world_ranks)),
         group_size_(group_size),
         check_(check) {
     MPI_Comm_rank(comm, &rank_);
@@ -202,7 +204,7 @@ class P2PWork final : public Work {
         const int src = sending_ ? rank_ : peer_;
         const int dst = sending_ ? peer_ : rank_;
         check_p2p_agreement(op_, sending_ ? mine_ : theirs, sending_ ? theirs : mine_, src, dst,
-                            where_);
+                            where_, world_ranks_);
       }
       if (signature_rc != MPI_SUCCESS) throw_mpi_error("MPI_Isend/MPI_Irecv", signature_rc);
       if (data_rc == MPI_SUCCESS) return;
@@ -226,6 +228,7 @@ class P2PWork final : public Work {
   const char* op_;
   std::chrono::milliseconds timeout_;
   std::string where_;
+  std::vector<int> world_ranks_;
   int group_size_;
   bool check_;
   CallSignature mine_;
@@ -290,7 +293,7 @@ char* ProcessGroupMPI::scratch(size_t bytes) {
 WorkPtr ProcessGroupMPI::run(Call&& call) {
   // Point to point does not queue behind collectives: posting never blocks.
   if (call.kind == CollectiveKind::Send || call.kind == CollectiveKind::Recv) {
-    auto work = std::make_shared<P2PWork>(call, comm_, size(), check_, where_);
+    auto work = std::make_shared<P2PWork>(call, comm_, size(), check_, where_, world_ranks());
     if (call.async_op) return work;
     work->wait();
     return completed_work();

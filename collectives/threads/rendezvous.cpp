@@ -1,5 +1,7 @@
 #include "collectives/threads/rendezvous.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -17,10 +19,54 @@ namespace {
 // a rank waiting out a long data phase gives up at most kMaxSpin of its core's time.
 constexpr int kSpins = 256;
 constexpr auto kMaxSpin = std::chrono::microseconds(50);
+
+// The rank thread the calling thread is (Note [Deadlocks among rank threads]).
+struct RankThread {
+  const ThreadsWorld* world = nullptr;
+  int rank = -1;
+};
+thread_local RankThread tls_rank_thread;
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+// "rank 5 (rank 1 of threads group [4, 5])": a group's rank beside the world's.
+std::string rank_in(int world_rank, int group_rank, const std::string& where) {
+  return ::tessera::detail::concat_message("rank ", world_rank, " (rank ", group_rank, " of ",
+                                           where, ")");
+}
+
+// Unregisters the calling rank thread's wait when it leaves it, by any path.
+class BlockedScope {
+ public:
+  BlockedScope(ThreadsWorld& world, int world_rank, BlockedWait wait)
+      : world_(world), world_rank_(world_rank) {
+    world_.block(world_rank, std::move(wait));
+  }
+  ~BlockedScope() { world_.unblock(world_rank_); }
+  BlockedScope(const BlockedScope&) = delete;
+  BlockedScope& operator=(const BlockedScope&) = delete;
+
+ private:
+  ThreadsWorld& world_;
+  int world_rank_;
+};
+
 }  // namespace
 
-ThreadsWorld::ThreadsWorld(int size)
-    : exited_(static_cast<size_t>(size)), progress_(static_cast<size_t>(size)) {}
+bool BlockedWait::satisfied() const {
+  if (completed != nullptr) return completed->load(std::memory_order_acquire) >= target;
+  return done != nullptr && done->load(std::memory_order_acquire);
+}
+
+ThreadsWorld::ThreadsWorld(int size, bool detect_deadlocks)
+    : exited_(static_cast<size_t>(size)),
+      progress_(static_cast<size_t>(size)),
+      blocked_(static_cast<size_t>(size)),
+      detection_off_(!detect_deadlocks) {}
 
 std::string ThreadsWorld::abort_reason() const {
   std::lock_guard lock(mutex_);
@@ -38,8 +84,108 @@ void ThreadsWorld::abort(const std::string& reason) {
 }
 
 void ThreadsWorld::mark_exited(int world_rank) {
-  exited_[static_cast<size_t>(world_rank)].store(true);
+  {
+    std::lock_guard lock(mutex_);
+    exited_[static_cast<size_t>(world_rank)].store(true);
+    ++epoch_;
+  }
   wake_all_groups();
+}
+
+void ThreadsWorld::enter_rank_thread(int world_rank) { tls_rank_thread = {this, world_rank}; }
+void ThreadsWorld::leave_rank_thread() { tls_rank_thread = {}; }
+
+bool ThreadsWorld::is_rank_thread(int world_rank) const {
+  return tls_rank_thread.world == this && tls_rank_thread.rank == world_rank;
+}
+
+void ThreadsWorld::block(int world_rank, BlockedWait wait) {
+  std::unique_lock lock(mutex_);
+  if (!is_rank_thread(world_rank)) {
+    if (!on_progress_thread()) detection_off_ = true;
+    return;
+  }
+  blocked_[static_cast<size_t>(world_rank)] = std::move(wait);
+  ++epoch_;
+  for (;;) {
+    if (find_deadlock(world_rank).empty()) return;
+    const uint64_t seen = epoch_;
+    lock.unlock();
+    std::this_thread::sleep_for(kDeadlockGrace);
+    lock.lock();
+    if (epoch_ != seen) continue;  // a rank moved meanwhile: look again
+    std::string deadlock = find_deadlock(world_rank);
+    if (deadlock.empty()) return;
+    lock.unlock();
+    abort(deadlock);
+    return;
+  }
+}
+
+void ThreadsWorld::unblock(int world_rank) {
+  std::lock_guard lock(mutex_);
+  auto& entry = blocked_[static_cast<size_t>(world_rank)];
+  if (!entry.has_value() || !is_rank_thread(world_rank)) return;
+  entry.reset();
+  ++epoch_;
+}
+
+bool ThreadsWorld::progress_busy_locked(int world_rank) const {
+  for (const auto& p : progress_[static_cast<size_t>(world_rank)]) {
+    if (auto live = p.lock(); live && live->busy()) return true;
+  }
+  return false;
+}
+
+std::string ThreadsWorld::describe_rank_locked(int world_rank) const {
+  const auto r = static_cast<size_t>(world_rank);
+  if (exited_[r].load()) return fmt::format("rank {} returned from its run_threads function", r);
+  const std::optional<BlockedWait>& b = blocked_[r];
+  if (!b.has_value() || b->satisfied()) {
+    return fmt::format("rank {} is running, in no collective of this world", r);
+  }
+  std::string what = b->op;
+  if (b->context != nullptr && b->context->description != nullptr) {
+    what += " (" + *b->context->description + ")";
+  }
+  return fmt::format("rank {} is in {} on {}, waiting for rank(s) {} (rank(s) {} of that group)", r,
+                     what, *b->where, join_ranks(b->waits_for), join_ranks(b->waits_for_in_group));
+}
+
+std::string ThreadsWorld::find_deadlock(int world_rank) const {
+  if (detection_off_ || aborted()) return "";
+  std::vector<bool> seen(exited_.size(), false);
+  std::vector<int> stack{world_rank};
+  while (!stack.empty()) {
+    const int q = stack.back();
+    stack.pop_back();
+    if (seen[static_cast<size_t>(q)]) continue;
+    seen[static_cast<size_t>(q)] = true;
+    const std::optional<BlockedWait>& b = blocked_[static_cast<size_t>(q)];
+    if (!b.has_value() || b->satisfied() || progress_busy_locked(q)) return "";  // can go on
+    for (int w : b->waits_for) {
+      // Its own wait fails at once, naming the rank that left (a plainer message than this).
+      if (exited_[static_cast<size_t>(w)].load()) return "";
+      stack.push_back(w);
+    }
+  }
+  // Every rank's state, not only the stuck ones': what the others do says which skipped what.
+  constexpr int kDescribed = 16;
+  std::string message =
+      "deadlock: every rank this one waits for waits itself, so none can go on (ranks issued "
+      "collectives in different orders, or one skipped a collective the others made): ";
+  for (int r = 0; r < size() && r < kDescribed; ++r) {
+    message += (r == 0 ? "" : "; ") + describe_rank_locked(r);
+  }
+  if (size() > kDescribed) message += fmt::format("; and {} more ranks", size() - kDescribed);
+  return message;
+}
+
+std::string ThreadsWorld::describe_ranks(const std::vector<int>& world_ranks) const {
+  std::lock_guard lock(mutex_);
+  std::string out;
+  for (int r : world_ranks) out += (out.empty() ? "" : "; ") + describe_rank_locked(r);
+  return out;
 }
 
 void ThreadsWorld::wake_all_groups() {
@@ -179,6 +325,19 @@ void GroupState::arrive_and_wait(int rank, uint64_t phase, Clock::time_point dea
     if (i % 8 == 7 && Clock::now() > spin_until) break;
     std::this_thread::yield();
   }
+  BlockedWait blocked{op, &where, current_call_context(), {}, {}, &completed_, target, nullptr};
+  {
+    std::lock_guard lock(mutex_);
+    for (int r = 0; r < size(); ++r) {
+      if (arrivals_[static_cast<size_t>(r)] < target) {
+        blocked.waits_for_in_group.push_back(r);
+        blocked.waits_for.push_back(world_ranks_[static_cast<size_t>(r)]);
+      }
+    }
+  }
+  // Not under mutex_: detecting a deadlock aborts the world, which wakes every group.
+  const BlockedScope blocked_scope(*world_, world_ranks_[static_cast<size_t>(rank)],
+                                   std::move(blocked));
   std::unique_lock lock(mutex_);
   ++sleepers_;
   struct Leave {
@@ -187,26 +346,27 @@ void GroupState::arrive_and_wait(int rank, uint64_t phase, Clock::time_point dea
   } leave{sleepers_};
   while (completed_.load(std::memory_order_acquire) < target) {
     throw_if_aborted(op, where);
-    std::vector<int> missing;
     for (int r = 0; r < size(); ++r) {
-      if (arrivals_[static_cast<size_t>(r)] < target) missing.push_back(r);
-    }
-    for (int r : missing) {
-      if (departed(r)) {
-        fail(lock,
-             ::tessera::detail::concat_message("[", op, "] rank ", r, " of ", where,
-                                               " left run_threads without joining this ", op));
+      if (arrivals_[static_cast<size_t>(r)] < target && departed(r)) {
+        fail(lock, ::tessera::detail::concat_message(
+                       "[", op, "] ", rank_in(world_ranks_[static_cast<size_t>(r)], r, where),
+                       " left run_threads without joining this ", op));
       }
     }
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout &&
         completed_.load(std::memory_order_acquire) < target) {
-      std::string who;
+      std::vector<int> world_missing, group_missing;
       for (int r = 0; r < size(); ++r) {
-        if (arrivals_[static_cast<size_t>(r)] < target)
-          who += (who.empty() ? "" : ", ") + std::to_string(r);
+        if (arrivals_[static_cast<size_t>(r)] < target) {
+          group_missing.push_back(r);
+          world_missing.push_back(world_ranks_[static_cast<size_t>(r)]);
+        }
       }
-      fail(lock, ::tessera::detail::concat_message("[", op, "] timed out after ", timeout.count(),
-                                                   " ms on ", where, " waiting for rank(s) ", who));
+      fail(lock, ::tessera::detail::concat_message(
+                     "[", op, "] timed out after ", timeout.count(), " ms on ", where,
+                     " waiting for rank(s) ", join_ranks(world_missing), " (rank(s) ",
+                     join_ranks(group_missing),
+                     " of the group): ", world_->describe_ranks(world_missing)));
     }
   }
 }
@@ -232,7 +392,7 @@ void GroupState::post(const std::shared_ptr<P2P>& half, const std::string& where
   P2P& recv = half->sending ? *other : *half;
   bool agreed = true;
   try {
-    check_p2p_agreement(send.op, send.sig, recv.sig, send.src, send.dst, where);
+    check_p2p_agreement(send.op, send.sig, recv.sig, send.src, send.dst, where, world_ranks_);
   } catch (const Error&) {
     agreed = false;
   }
@@ -255,24 +415,35 @@ bool GroupState::done(const P2P& half) {
 }
 
 void GroupState::wait(P2P& half, const std::string& where) {
-  std::unique_lock lock(mutex_);
   const int peer = half.sending ? half.dst : half.src;
+  const int world_peer = world_ranks_[static_cast<size_t>(peer)];
+  const int me = world_ranks_[static_cast<size_t>(half.sending ? half.src : half.dst)];
+  std::optional<BlockedScope> blocked;
+  if (!half.done.load()) {
+    blocked.emplace(
+        *world_, me,
+        BlockedWait{
+            half.op, &where, current_call_context(), {world_peer}, {peer}, nullptr, 0, &half.done});
+  }
+  std::unique_lock lock(mutex_);
   while (!half.done) {
     throw_if_aborted(half.op, where);
     if (!half.matched && departed(peer)) {
       fail(lock,
-           ::tessera::detail::concat_message("[", half.op, "] rank ", peer, " of ", where,
+           ::tessera::detail::concat_message("[", half.op, "] ", rank_in(world_peer, peer, where),
                                              " left run_threads without matching this ", half.op));
     }
     if (cv_.wait_until(lock, half.deadline) == std::cv_status::timeout && !half.done) {
-      fail(lock, ::tessera::detail::concat_message("[", half.op, "] timed out after ",
-                                                   half.timeout.count(), " ms on ", where,
-                                                   " waiting for rank ", peer));
+      fail(lock, ::tessera::detail::concat_message(
+                     "[", half.op, "] timed out after ", half.timeout.count(), " ms on ", where,
+                     " waiting for ", rank_in(world_peer, peer, where), ": ",
+                     world_->describe_ranks({world_peer})));
     }
   }
   if (!half.agreed) {
     check_p2p_agreement(half.op, half.sending ? half.sig : half.other_sig,
-                        half.sending ? half.other_sig : half.sig, half.src, half.dst, where);
+                        half.sending ? half.other_sig : half.sig, half.src, half.dst, where,
+                        world_ranks_);
   }
 }
 

@@ -33,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,16 +41,46 @@
 #include "collectives/call.h"
 #include "collectives/progress_thread.h"
 
+// Note [Deadlocks among rank threads]
+// A rank that skips a collective, or ranks issuing collectives in different orders, leave every
+// rank waiting for one that is itself waiting. Rank threads share one process, so the world can
+// see it at once instead of after the timeout: while a rank thread sleeps in a collective it
+// records what it waits in and for whom (a BlockedWait), and the thread that goes to sleep last
+// follows the waits from itself. When every rank it reaches is asleep in a wait not yet satisfied,
+// or has returned from its function, none of them can go on: the world is aborted with a message
+// naming what each of those ranks waits in, so every rank raises it. A rank counts as running (so
+// no deadlock is claimed through it) while it is awake, while one of its progress threads has
+// async collectives queued or running, and when a thread other than its rank thread or progress
+// threads issues its collectives: a user's thread could still arrive, unseen, so a world where one
+// ever did keeps only the timeout (ThreadsOptions::detect_deadlocks = false keeps only the timeout
+// from the start, for programs whose own threads issue collectives). Before aborting, the detecting
+// thread waits kDeadlockGrace and looks again, with nothing having changed meanwhile: a wait
+// satisfied just as it looked (its rank not yet awake) is not a deadlock.
+
 namespace tessera::dist::detail {
 
 using Clock = std::chrono::steady_clock;
 
 class GroupState;
 
+// What a rank thread sleeps in (Note [Deadlocks among rank threads]). The pointers stay valid
+// while the record is registered: the waiting rank unregisters it before it leaves the wait.
+struct BlockedWait {
+  const char* op = "";
+  const std::string* where = nullptr;                // the group
+  const CallContext* context = nullptr;              // what issued the collective, if known
+  std::vector<int> waits_for;                        // world ranks it waits for
+  std::vector<int> waits_for_in_group;               // the same, as ranks of the group
+  const std::atomic<uint64_t>* completed = nullptr;  // a barrier: satisfied at `target`
+  uint64_t target = 0;
+  const std::atomic<bool>* done = nullptr;  // a point-to-point half: satisfied when set
+  bool satisfied() const;
+};
+
 // The ranks of one run_threads call.
 class ThreadsWorld : public std::enable_shared_from_this<ThreadsWorld> {
  public:
-  explicit ThreadsWorld(int size);
+  explicit ThreadsWorld(int size, bool detect_deadlocks = false);
 
   int size() const { return static_cast<int>(exited_.size()); }
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
@@ -68,8 +99,24 @@ class ThreadsWorld : public std::enable_shared_from_this<ThreadsWorld> {
   void track(int world_rank, const std::shared_ptr<ProgressThread>& progress);
   void drain(int world_rank);
 
+  // The calling thread is `world_rank`'s rank thread until leave_rank_thread.
+  void enter_rank_thread(int world_rank);
+  void leave_rank_thread();
+  // The calling thread sleeps in `wait` for `world_rank` until unblock; aborts the world when
+  // that is a deadlock (Note [Deadlocks among rank threads]). Only a rank thread's waits are
+  // recorded; another thread's (not a progress thread) turns detection off for the world.
+  void block(int world_rank, BlockedWait wait);
+  void unblock(int world_rank);
+  // What each of `world_ranks` is doing, for a timeout's message.
+  std::string describe_ranks(const std::vector<int>& world_ranks) const;
+
  private:
   void wake_all_groups();
+  bool is_rank_thread(int world_rank) const;
+  // With mutex_ held: the deadlock `world_rank`'s wait is part of, described, or "".
+  std::string find_deadlock(int world_rank) const;
+  std::string describe_rank_locked(int world_rank) const;
+  bool progress_busy_locked(int world_rank) const;
 
   mutable std::mutex mutex_;
   std::atomic<bool> aborted_{false};
@@ -82,7 +129,14 @@ class ThreadsWorld : public std::enable_shared_from_this<ThreadsWorld> {
   };
   std::map<std::string, Pending> pending_groups_;
   std::vector<std::vector<std::weak_ptr<ProgressThread>>> progress_;
+  std::vector<std::optional<BlockedWait>> blocked_;
+  uint64_t epoch_ = 0;  // changes whenever a rank blocks, wakes or exits
+  // Off from the start (ThreadsOptions), or since a thread other than a rank's own issued.
+  bool detection_off_;
 };
+
+// How long a suspected deadlock must hold, unchanged, before the world is aborted.
+inline constexpr auto kDeadlockGrace = std::chrono::milliseconds(100);
 
 // What a rank publishes for one collective (see Note [Threads rendezvous]).
 struct Slot {
@@ -123,8 +177,8 @@ class GroupState {
     const char* op = "";
     Clock::time_point deadline;
     std::chrono::milliseconds timeout{0};
-    bool matched = false;  // taken by the other side (the copy may still be running)
-    bool done = false;
+    bool matched = false;           // taken by the other side (the copy may still be running)
+    std::atomic<bool> done{false};  // read without the lock by deadlock detection
     // Set when done. On disagreement nothing is copied and each side raises its own Error, in
     // its own thread (exception objects are not shared across threads).
     bool agreed = true;

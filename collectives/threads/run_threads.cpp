@@ -37,7 +37,7 @@ void run_threads(int world_size, const std::function<void(ProcessGroupPtr world)
   TS_CHECK(static_cast<bool>(fn), "[run_threads] the function to run on every rank is empty");
   TS_CHECK(options.timeout.count() > 0, "[run_threads] the timeout must be positive, got ",
            options.timeout.count(), " ms");
-  auto world = std::make_shared<detail::ThreadsWorld>(world_size);
+  auto world = std::make_shared<detail::ThreadsWorld>(world_size, options.detect_deadlocks);
   const std::vector<int> ranks = iota_ranks(world_size);
   // The ranks share the caller's intra-op threads (OMP_NUM_THREADS, or every hardware thread).
   const int threads_per_rank = std::max(1, get_num_threads() / world_size);
@@ -50,6 +50,7 @@ void run_threads(int world_size, const std::function<void(ProcessGroupPtr world)
       auto group = std::make_shared<detail::ProcessGroupThreads>(world->join_group("", ranks), rank,
                                                                  options.timeout);
       detail::set_thread_world(group);
+      world->enter_rank_thread(rank);
       try {
         fn(group);
       } catch (...) {
@@ -60,6 +61,7 @@ void run_threads(int world_size, const std::function<void(ProcessGroupPtr world)
         }
         world->abort(fmt::format("rank {} failed: {}", rank, describe_exception(error)));
       }
+      world->leave_rank_thread();
       detail::set_thread_world(nullptr);
       // Async collectives this rank issued still run: they may be what peers wait for.
       world->drain(rank);

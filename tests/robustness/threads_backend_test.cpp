@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -132,6 +133,50 @@ TEST_CASE("robustness: ranks disagreeing on a DTensor's placements (row 10)", "[
           }
         },
         "a collective outside any DTensor op (rank 0)");
+  });
+}
+
+TEST_CASE("robustness: a rank skipping a DTensor op's collective is named at once (issue 62)",
+          "[robustness]") {
+  // full_tensor() on rank 0 only, the others going on to a world barrier: rank 0 waits in an
+  // all_gather for rank 1, which waits for it at the barrier, as do ranks 2 and 3. The timeout
+  // is 60 s; the deadlock is said within seconds, naming the DTensor op.
+  expect_success("full_tensor on rank 0 only", [] {
+    std::atomic<int> named{0};
+    std::mutex mutex;
+    std::string other;
+    const auto start = std::chrono::steady_clock::now();
+    dist::run_threads(
+        4,
+        [&](dist::ProcessGroupPtr world) {
+          const DeviceMesh mesh(DeviceType::CPU, {2, 2}, {"dp", "tp"});
+          const DTensor d = distribute_tensor(ones({8, 8}), mesh, {Shard(0), Shard(1)});
+          try {
+            if (world->rank() == 0) {
+              (void)d.full_tensor();
+            } else {
+              world->barrier();
+            }
+          } catch (const CommError& e) {
+            const std::string m = e.what();
+            if (m.find("deadlock") != std::string::npos &&
+                m.find("rank 0 is in all_gather_into_tensor (redistribute of a float32 DTensor "
+                       "of shape [8, 8]") != std::string::npos &&
+                m.find("rank 2 is in barrier") != std::string::npos) {
+              ++named;
+              return;
+            }
+            std::lock_guard<std::mutex> lock(mutex);
+            other = m;
+          }
+        },
+        {.timeout = std::chrono::seconds(60)});
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (named.load() != 4 || seconds > 10) {
+      throw std::logic_error(std::to_string(named.load()) + " of 4 ranks named the deadlock in " +
+                             std::to_string(seconds) + " s; another message: " + other);
+    }
   });
 }
 
