@@ -43,6 +43,15 @@ struct InitOptions {
   bool check = true;
 };
 
+// Whether an MPI launcher (mpirun, mpiexec, srun with PMI) started this process, from the
+// variables it sets; then a program joins the launched world with init_process_group(), and
+// run_threads says, once, that each launched process runs a copy of its own.
+bool started_by_launcher();
+// The launched job's process count and this process's rank in it, when a launcher started the
+// process and says them (nullopt otherwise).
+std::optional<int> launcher_world_size();
+std::optional<int> launcher_rank();
+
 // Creates the world of this process and makes it dist::world(). Errors: an unknown backend, a
 // backend this build lacks ("nccl" without CUDA, "mpi" without MPI), a second initialization.
 ProcessGroupPtr init_process_group(const InitOptions& options = {});

@@ -1,5 +1,8 @@
+#include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <mutex>
+#include <optional>
 
 #include "collectives/backends.h"
 #include "runtime/device.h"
@@ -12,15 +15,6 @@ std::mutex g_world_mutex;
 ProcessGroupPtr g_world;
 thread_local ProcessGroupPtr t_world;
 
-// Environment variables that MPI launchers (Open MPI, MPICH / Hydra, PMIx, Slurm's PMI) set.
-bool launched_by_mpi() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE",
-                          "MPI_LOCALNRANKS", "MV2_COMM_WORLD_SIZE"}) {
-    if (std::getenv(var) != nullptr) return true;
-  }
-  return false;
-}
-
 ProcessGroupPtr make_world(const InitOptions& options) {
   const std::string& backend = options.backend;
   if (backend == "threads") return detail::make_threads_world(options);
@@ -28,7 +22,7 @@ ProcessGroupPtr make_world(const InitOptions& options) {
   if (backend == "nccl") return detail::make_nccl_world(options);
   TS_CHECK(backend == "auto", "[init_process_group] unknown backend \"", backend,
            "\"; valid: \"auto\", \"mpi\", \"nccl\", \"threads\"");
-  if (!launched_by_mpi()) return detail::make_threads_world(options);
+  if (!started_by_launcher()) return detail::make_threads_world(options);
   if (detail::nccl_built() && cuda_is_available()) return detail::make_nccl_world(options);
   TS_CHECK(detail::mpi_built(), "[init_process_group] this process was started by an MPI ",
            "launcher, but this build of Tessera has no mpi backend (MPI was not found or ",
@@ -36,7 +30,38 @@ ProcessGroupPtr make_world(const InitOptions& options) {
   return detail::make_mpi_world(options);
 }
 
+// The first of `vars` that is set, as a number.
+std::optional<int> int_from_env(std::initializer_list<const char*> vars) {
+  for (const char* var : vars) {
+    if (const char* value = std::getenv(var)) {
+      char* end = nullptr;
+      const long n = std::strtol(value, &end, 10);
+      if (end != value && *end == '\0' && n >= 0 && n <= INT32_MAX) return static_cast<int>(n);
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+// Environment variables that MPI launchers (Open MPI, MPICH / Hydra, PMIx, Slurm's PMI) set.
+bool started_by_launcher() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE",
+                          "MPI_LOCALNRANKS", "MV2_COMM_WORLD_SIZE"}) {
+    if (std::getenv(var) != nullptr) return true;
+  }
+  return false;
+}
+
+std::optional<int> launcher_world_size() {
+  if (!started_by_launcher()) return std::nullopt;
+  return int_from_env({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"});
+}
+
+std::optional<int> launcher_rank() {
+  if (!started_by_launcher()) return std::nullopt;
+  return int_from_env({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"});
+}
 
 ProcessGroupPtr init_process_group(const InitOptions& options) {
   TS_CHECK(!t_world, "[init_process_group] this thread is a rank of dist::run_threads, whose ",

@@ -1,4 +1,7 @@
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <mutex>
 #include <numeric>
@@ -23,6 +26,26 @@ std::string describe_exception(const std::exception_ptr& error) {
   }
 }
 
+// A program started by a launcher that makes rank threads runs one copy per launched process,
+// each its own world: said once per process, by the launcher's rank 0 where it is known.
+void warn_if_launched(int world_size) {
+  if (!started_by_launcher()) return;
+  const std::optional<int> processes = launcher_world_size();
+  const std::optional<int> rank = launcher_rank();
+  if ((processes.has_value() && *processes <= 1) || (rank.has_value() && *rank != 0)) return;
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(
+        stderr,
+        "[run_threads] warning: this process was started by an MPI launcher%s, but run_threads "
+        "runs its %d ranks as threads of this process alone: every launched process runs its own "
+        "copy of the program. Join the launched world with dist::init_process_group() instead "
+        "(README, \"SPMD programs in C++\"), or start the program without the launcher.\n",
+        processes.has_value() ? fmt::format(" as one of {} processes", *processes).c_str() : "",
+        world_size);
+  });
+}
+
 std::vector<int> iota_ranks(int n) {
   std::vector<int> ranks(static_cast<size_t>(n));
   std::iota(ranks.begin(), ranks.end(), 0);
@@ -37,6 +60,7 @@ void run_threads(int world_size, const std::function<void(ProcessGroupPtr world)
   TS_CHECK(static_cast<bool>(fn), "[run_threads] the function to run on every rank is empty");
   TS_CHECK(options.timeout.count() > 0, "[run_threads] the timeout must be positive, got ",
            options.timeout.count(), " ms");
+  warn_if_launched(world_size);
   auto world = std::make_shared<detail::ThreadsWorld>(world_size, options.detect_deadlocks);
   const std::vector<int> ranks = iota_ranks(world_size);
   // The ranks share the caller's intra-op threads (OMP_NUM_THREADS, or every hardware thread).
