@@ -14,6 +14,7 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/dtensor_functions.h"
 #include "dtensor/dtensor_meta.h"
+#include "dtensor/local_errors.h"
 #include "dtensor/local_layout.h"
 #include "dtensor/loss_parallel.h"
 #include "dtensor/partial_factors.h"
@@ -213,7 +214,9 @@ void check_strategy(const char* op, const ShardingStrategy& s, size_t inputs, si
 
 double redistribute_cost(const DTensorSpec& from, const Placements& to) {
   if (from.placements == to) return 0.0;
-  return plan_redistribute(from, to).cost_s;
+  const RedistributePlan& plan = plan_redistribute(from, to);
+  log_plan_use(plan, PlanUse::kPriced);
+  return plan.cost_s;
 }
 
 // Note [Backward in the choice]
@@ -518,7 +521,14 @@ std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
     return dispatch(op, reduce_partials(op, tensors, *choice), attrs, local);
   }
   const CallLayout layout(op, in.mesh, choice->run_inputs, choice->run_outputs);
-  std::vector<Tensor> out = local(LocalCall{in.locals, choice->local_output_shapes, layout});
+  std::vector<Tensor> out;
+  try {
+    out = local(LocalCall{in.locals, choice->local_output_shapes, layout});
+  } catch (const CommError&) {
+    throw;
+  } catch (const Error& e) {
+    rethrow_with_global_shapes(e, op, in.specs, choice->inputs, in.locals);
+  }
   if (choice->in_place) {
     if (whole.has_value()) check_choice(op, *choice, *whole, {tensors[0]}, in.mesh, local);
     return {tensors[0]};

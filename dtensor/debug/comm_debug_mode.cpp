@@ -1,7 +1,9 @@
 #include "dtensor/debug/comm_debug_mode.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "collectives/process_group.h"
@@ -16,6 +18,7 @@ CommDebugMode::CommDebugMode() {
                   ? std::string("all_gather_into_tensor")
                   : std::string(dist::collective_name(e.kind));
     ev.group_size = e.group != nullptr ? e.group->size() : 0;
+    if (e.group != nullptr) ev.group = e.group->world_ranks();
     ev.bytes = e.bytes;
     ev.dtype = e.dtype.has_value() ? fmt::format("{}", *e.dtype) : "";
     ev.op = e.op.has_value() ? std::string(dist::reduce_op_name(*e.op)) : "";
@@ -47,12 +50,19 @@ int64_t CommDebugMode::count(const std::string& name) const {
 
 std::string CommDebugMode::tracing_table() const {
   std::ostringstream os;
-  os << fmt::format("{:>4}  {:<24} {:>6} {:>14}  {:<9} {}\n", "#", "collective", "ranks", "bytes",
-                    "dtype", "op");
+  // The group by its world ranks: on a mesh, which mesh dim (and which slice of it) it is.
+  std::vector<std::string> groups;
+  size_t width = 5;
+  for (const Event& e : events_) {
+    groups.push_back(fmt::format("[{}]", fmt::join(e.group, ", ")));
+    width = std::max(width, groups.back().size());
+  }
+  os << fmt::format("{:>4}  {:<24} {:>6} {:<{}} {:>14}  {:<9} {}\n", "#", "collective", "ranks",
+                    "group", width, "bytes", "dtype", "op");
   for (size_t i = 0; i < events_.size(); ++i) {
     const Event& e = events_[i];
-    os << fmt::format("{:>4}  {:<24} {:>6} {:>14}  {:<9} {}\n", i, e.name, e.group_size, e.bytes,
-                      e.dtype, e.op);
+    os << fmt::format("{:>4}  {:<24} {:>6} {:<{}} {:>14}  {:<9} {}\n", i, e.name, e.group_size,
+                      groups[i], width, e.bytes, e.dtype, e.op);
   }
   os << fmt::format("total: {} collectives\n", events_.size());
   return os.str();
@@ -71,9 +81,9 @@ std::string CommDebugMode::json() const {
     const Event& e = events_[i];
     os << (i == 0 ? "" : ", ")
        << fmt::format(
-              "{{\"collective\": \"{}\", \"ranks\": {}, \"bytes\": {}, \"dtype\": \"{}\", "
-              "\"op\": \"{}\"}}",
-              e.name, e.group_size, e.bytes, e.dtype, e.op);
+              "{{\"collective\": \"{}\", \"ranks\": {}, \"group\": [{}], \"bytes\": {}, "
+              "\"dtype\": \"{}\", \"op\": \"{}\"}}",
+              e.name, e.group_size, fmt::join(e.group, ", "), e.bytes, e.dtype, e.op);
   }
   os << "]}";
   return os.str();

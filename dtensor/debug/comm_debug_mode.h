@@ -29,7 +29,8 @@ class CommDebugMode {
   std::map<std::string, int64_t> get_comm_bytes() const;
   // The count of one collective name (0 when none).
   int64_t count(const std::string& name) const;
-  // One line per collective in issue order: index, name, group size, bytes, dtype, reduce op.
+  // One line per collective in issue order: index, name, group size, the group's world ranks,
+  // bytes, dtype, reduce op.
   std::string tracing_table() const;
   // The counts and the trace as JSON.
   std::string json() const;
@@ -38,6 +39,7 @@ class CommDebugMode {
   struct Event {
     std::string name;
     int group_size = 0;
+    std::vector<int> group;  // world ranks
     int64_t bytes = 0;
     std::string dtype;
     std::string op;

@@ -299,6 +299,7 @@ Tensor partition(const Tensor& local, const StepContext& c) {
 ExecuteResult execute_plan(const Tensor& local, const DTensorSpec& src,
                            const RedistributePlan& plan, bool async_op) {
   ExecuteResult result{local, nullptr, {}};
+  log_plan_use(plan, PlanUse::kIssued);
   const dist::detail::CallContextScope scope(plan.agreement);
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const RedistributeStep& step = plan.steps[i];

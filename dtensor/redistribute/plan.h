@@ -43,6 +43,9 @@ struct RedistributePlan {
   // What the members of every group the plan uses must agree on: the global shape, dtype, mesh,
   // source and target (Note [Who issues a collective] in collectives/call.h).
   dist::detail::CallContext agreement;
+  // Whether this thread logged the plan as priced / issued yet (TESSERA_LOGS, below).
+  mutable bool logged_priced = false;
+  mutable bool logged_issued = false;
 
   std::string to_string() const;
 };
@@ -52,5 +55,11 @@ struct RedistributePlan {
 // reference stays valid for the thread's lifetime. Errors: a Partial reduce op that cannot be
 // produced from Replicate (product, bitwise).
 const RedistributePlan& plan_redistribute(const DTensorSpec& src, const Placements& dst);
+
+// TESSERA_LOGS=dtensor (or +dtensor) prints to stderr, tagged with the rank, the first time this
+// thread prices a plan (a placement choice weighing it: nothing is communicated) and the first
+// time it issues it.
+enum class PlanUse { kPriced, kIssued };
+void log_plan_use(const RedistributePlan& plan, PlanUse use);
 
 }  // namespace tessera::dtensor

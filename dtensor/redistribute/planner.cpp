@@ -16,13 +16,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
-#include <iostream>
 #include <map>
 #include <sstream>
 #include <string_view>
 #include <tuple>
 
+#include "collectives/dist.h"
 #include "dtensor/redistribute/cost_model.h"
 #include "dtensor/redistribute/plan.h"
 #include "runtime/error.h"
@@ -279,7 +280,7 @@ RedistributePlan make_plan(const DTensorSpec& src, const Placements& dst) {
   return best;
 }
 
-// TESSERA_LOGS=dtensor (or +dtensor) prints every new plan to stderr.
+// TESSERA_LOGS=dtensor (or +dtensor): log_plan_use prints.
 bool logging_plans() {
   static const bool on = [] {
     const char* v = std::getenv("TESSERA_LOGS");
@@ -337,12 +338,29 @@ const RedistributePlan& plan_redistribute(const DTensorSpec& src, const Placemen
   if (it != cache.end()) return it->second;
   RedistributePlan& plan = cache.emplace(std::move(key), make_plan(src, dst)).first->second;
   plan.agreement = agreement_of(src, dst);
-  if (logging_plans()) {
-    std::cerr << fmt::format("[tessera dtensor] redistribute {} -> {} of shape {} on {}:\n{}\n",
-                             tessera::to_string(src.placements), tessera::to_string(dst), src.shape,
-                             src.mesh.to_string(), plan.to_string());
-  }
   return plan;
+}
+
+void log_plan_use(const RedistributePlan& plan, PlanUse use) {
+  if (!logging_plans()) return;
+  bool& logged = use == PlanUse::kPriced ? plan.logged_priced : plan.logged_issued;
+  if (logged) return;
+  logged = true;
+  const std::string tag = dist::is_initialized()
+                              ? fmt::format("[tessera dtensor rank {}] ", dist::world()->rank())
+                              : std::string("[tessera dtensor] ");
+  std::string text =
+      tag +
+      (use == PlanUse::kPriced ? "priced (weighed by a placement choice, not issued): "
+                               : "issued: ") +
+      *plan.agreement.description + ":\n" + plan.to_string();
+  // Every line tagged, and one write: ranks' lines do not interleave within a plan.
+  for (size_t at = text.find('\n'); at != std::string::npos && at + 1 < text.size();
+       at = text.find('\n', at + 1)) {
+    text.insert(at + 1, tag);
+  }
+  text += '\n';
+  std::fputs(text.c_str(), stderr);
 }
 
 }  // namespace tessera::dtensor

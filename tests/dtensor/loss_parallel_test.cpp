@@ -268,13 +268,14 @@ TEST_CASE("loss_parallel: forward's all_reduces are MAX, SUM, SUM of one value p
     const LossParallelGuard guard;
     debug::CommDebugMode mode;
     cross_entropy(dx, target);
-    // 3 local rows of float64 over the class group of 2 ranks.
+    // 3 local rows of float64 over the class group of 2 ranks (mesh dim 1: one row's ranks).
+    const int64_t row = mesh.get_coordinate()->at(0);
     std::string expected;
     for (const char* op : {"max", "sum", "sum"}) {
       expected += fmt::format(
-          "{}{{\"collective\": \"all_reduce\", \"ranks\": 2, \"bytes\": 24, \"dtype\": \"{}\", "
-          "\"op\": \"{}\"}}",
-          expected.empty() ? "" : ", ", kFloat64, op);
+          "{}{{\"collective\": \"all_reduce\", \"ranks\": 2, \"group\": [{}, {}], \"bytes\": 24, "
+          "\"dtype\": \"{}\", \"op\": \"{}\"}}",
+          expected.empty() ? "" : ", ", 2 * row, 2 * row + 1, kFloat64, op);
     }
     if (mode.json().find("\"trace\": [" + expected + "]") == std::string::npos) {
       f.push_back("unexpected trace\n" + mode.tracing_table());

@@ -130,6 +130,33 @@ TEST_CASE("robustness: a local_map whose outputs differ per rank is named at the
   });
 }
 
+TEST_CASE("robustness: an error of an op's local computation names the global shapes (issue 62)",
+          "[robustness]") {
+  // layer_norm over a last dim of 4 where the tensor's is 5: the local kernel sees a [1, 5] shard
+  // of the [4, 5] DTensor, and the message says so.
+  expect_success("layer_norm(S(0) [4, 5], normalized_shape [4])", [] {
+    every_rank_raises(
+        [](const DeviceMesh& mesh) {
+          (void)layer_norm(distribute_tensor(ones({4, 5}), mesh, {Shard(0)}), {4});
+        },
+        "input of shape [1, 5] does not end with normalized_shape [4]; expected an input of "
+        "shape [*, 4] (raised on this rank's local shards, which any shapes above are; "
+        "[layer_norm] ran on DTensors: input 0: global shape [4, 5] under [S(0)], local shard "
+        "[1, 5]");
+  });
+  expect_success("the error keeps its type", [] {
+    dist::run_threads(4, [](dist::ProcessGroupPtr) {
+      const DeviceMesh mesh(DeviceType::CPU, {4});
+      try {
+        (void)layer_norm(distribute_tensor(ones({4, 5}), mesh, {Shard(0)}), {4});
+      } catch (const ShapeError&) {
+        return;
+      }
+      throw std::logic_error("no ShapeError");
+    });
+  });
+}
+
 TEST_CASE("robustness: shards of a dim near INT64_MAX (row 7)", "[robustness]") {
   expect_success("torch.chunk sizes of INT64_MAX over 4 ranks", [] {
     dist::run_threads(4, [](dist::ProcessGroupPtr world) {
