@@ -78,6 +78,24 @@ TEST_CASE("robustness: tessera-redistribute flags", "[robustness][cli]") {
   expect_refusal(kSmall + " --to R", "one placement per mesh dim");
 }
 
+TEST_CASE("robustness: tessera-redistribute on uneven Shard to Shard pairs", "[robustness][cli]") {
+  // Issue 62's reproductions: the raw-collective baseline once sized buffers from each rank's
+  // own shard, and the threads backend refused the unequal sizes.
+  for (const std::string args :
+       {"--mesh 2 --shape 5x5 --from S0 --to S1", "--mesh 3 --shape 5x5 --from S0 --to S1",
+        "--mesh 4 --shape 5x5 --from S0 --to S1", "--mesh 4 --shape 6x5 --from S0 --to S1",
+        "--mesh 2x2 --shape 5x7 --from S0,S1 --to S1,S0"}) {
+    expect_success(args, [args] {
+      const Run r = run_command(args + " --iters 2");
+      if (r.status != 0 ||
+          r.output.find("result equals the source tensor: yes") == std::string::npos ||
+          r.output.find("raw collectives of its steps") == std::string::npos) {
+        throw std::logic_error("status " + std::to_string(r.status) + ", output:\n" + r.output);
+      }
+    });
+  }
+}
+
 TEST_CASE("robustness: tessera-redistribute placements the tensor cannot take",
           "[robustness][cli]") {
   // Well-formed flags that the library refuses: an Error message and status 1.
