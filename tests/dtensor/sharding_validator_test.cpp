@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include <mutex>
+
 #include "tests/dtensor/op_cases.h"
 #include "tests/dtensor/placement_cases.h"
 
@@ -167,62 +169,105 @@ std::vector<std::vector<Placements>> combinations(const OpCase& c, int64_t mesh_
   return out;
 }
 
-void validate(const std::string& family) {
-  const std::vector<OpCase> cases = op_cases();
+struct ValidatorRun {
   int64_t checked = 0;
   int64_t refusals = 0;
+  std::vector<std::string> failures;
+};
+
+// Note [Validating without autograd]
+// While autograd records, the dispatcher offers Partial outputs of kind sum only (Note [Partial
+// outputs under autograd] in dtensor/dispatch.cpp), so a rule's avg, max and min claims would
+// never run on a differentiable entry. Each such entry therefore runs twice: with gradients
+// (values and gradients checked, sum claims exercised) and without (values only, every Partial
+// claim exercised). `recorded_only` keeps the first pass alone, to show what it cannot see.
+ValidatorRun run_validator(const std::function<bool(const OpCase&)>& select,
+                           bool recorded_only = false) {
+  const std::vector<OpCase> cases = op_cases();
+  ValidatorRun total;
+  std::mutex mutex;
   for (const Shape& mesh_shape : std::vector<Shape>{{4}, {2, 2}, {2, 3}}) {
-    on_mesh(mesh_shape, [&](const DeviceMesh& mesh) {
+    dist::run_threads(static_cast<int>(mesh_shape.numel()), [&](dist::ProcessGroupPtr world) {
+      const DeviceMesh mesh(DeviceType::CPU, mesh_shape);
       std::vector<std::string> failures;
       int64_t n = 0;
       int64_t refused = 0;
       uint64_t seed = 11;
-      for (const OpCase& c : cases) {
-        if (c.family != family) continue;
+      for (const OpCase& entry : cases) {
+        if (!select(entry)) continue;
         std::vector<Tensor> full;
-        for (const InputSpec& in : c.inputs) full.push_back(make_input(in, seed++));
+        for (const InputSpec& in : entry.inputs) full.push_back(make_input(in, seed++));
         Reference ref;
         Tensor weight;
         {
-          const Tensor probe = c.fn(full);
+          const Tensor probe = entry.fn(full);
           Generator gen(seed++);
           weight = randint(-3, 4, probe.sizes(), kInt64, &gen).to(kFloat64);
-          ref = reference(c, full, weight);
+          ref = reference(entry, full, weight);
         }
-        int64_t case_failures = 0;
-        for (const auto& ps : combinations(c, mesh.ndim())) {
-          ++n;
-          std::vector<std::string> f;
-          try {
-            f = check_one(c, mesh, full, ps, ref, weight);
-          } catch (const Error& e) {
-            // An in-place op keeps the written tensor's placements: on a Partial one, ops that
-            // are not linear in it (x += 1 on P(sum), maximum_ on P(avg)) must refuse, as torch.
-            if (writes_in_place(c) && has_partial(ps[0]) &&
-                std::string(e.what()).find("in place") != std::string::npos) {
-              ++refused;
-              continue;
+        std::vector<OpCase> passes{entry};
+        if (entry.grad && !recorded_only) {
+          passes.push_back(entry);
+          passes.back().grad = false;
+        }
+        for (const OpCase& c : passes) {
+          Reference r = ref;
+          if (!c.grad) r.grads.clear();
+          int64_t case_failures = 0;
+          for (const auto& ps : combinations(c, mesh.ndim())) {
+            ++n;
+            std::vector<std::string> f;
+            try {
+              f = check_one(c, mesh, full, ps, r, weight);
+            } catch (const Error& e) {
+              // An in-place op keeps the written tensor's placements: on a Partial one, ops that
+              // are not linear in it (x += 1 on P(sum), maximum_ on P(avg)) must refuse, as torch.
+              if (writes_in_place(c) && has_partial(ps[0]) &&
+                  std::string(e.what()).find("in place") != std::string::npos) {
+                ++refused;
+                continue;
+              }
+              f.push_back(fmt::format("{} on mesh {} with inputs [{}] threw: {}", c.op,
+                                      mesh.shape(), describe(ps), e.what()));
             }
-            f.push_back(fmt::format("{} on mesh {} with inputs [{}] threw: {}", c.op, mesh.shape(),
-                                    describe(ps), e.what()));
+            for (std::string& one : f) {
+              if (!c.grad && entry.grad) one += " (checked without autograd recording)";
+            }
+            case_failures += static_cast<int64_t>(!f.empty());
+            failures.insert(failures.end(), f.begin(), f.end());
+            if (case_failures >= 3) break;  // enough to see the pattern
           }
-          case_failures += static_cast<int64_t>(!f.empty());
-          failures.insert(failures.end(), f.begin(), f.end());
-          if (case_failures >= 3) break;  // enough to see the pattern
         }
       }
-      if (mesh.get_coordinate()->back() == 0 && (*mesh.get_coordinate())[0] == 0) {
-        checked += n;
-        refusals += refused;
+      std::lock_guard<std::mutex> lock(mutex);
+      for (std::string& f : failures) {
+        total.failures.push_back("rank " + std::to_string(world->rank()) + ": " + f);
       }
-      return failures;
+      if (world->rank() == 0) {
+        total.checked += n;
+        total.refusals += refused;
+      }
     });
   }
+  return total;
+}
+
+void validate(const std::string& family) {
+  const ValidatorRun run = run_validator([&](const OpCase& c) { return c.family == family; });
+  for (const std::string& f : run.failures) FAIL_CHECK(f);
   const bool sampled = kMaxCombinations < 10;
-  WARN(family << ": " << checked << " placement combinations checked, of which " << refusals
+  WARN(family << ": " << run.checked << " placement combinations checked (differentiable entries "
+              << "twice: with and without autograd recording), of which " << run.refusals
               << " in-place ops on Partial inputs refused as expected"
               << (sampled ? " (sampled under sanitizers: at most 6 per op entry and mesh)" : ""));
-  CHECK(checked > 0);
+  CHECK(run.checked > 0);
+}
+
+// A rule claiming op(P(max)) = P(max) for an op that is not monotone increasing.
+void plant_max_claim(const std::string& op) {
+  register_sharding(op, [](const ShardingCall&) {
+    return std::vector<ShardingStrategy>{{{Partial(ReduceOp::Max)}, {Partial(ReduceOp::Max)}}};
+  });
 }
 
 }  // namespace
@@ -234,5 +279,24 @@ TEST_CASE("strategy validator: reductions", "[dtensor][ops][validator]") { valid
 TEST_CASE("strategy validator: matmul", "[dtensor][ops][validator]") { validate("matmul"); }
 TEST_CASE("strategy validator: views and joins", "[dtensor][ops][validator]") { validate("view"); }
 TEST_CASE("strategy validator: nn functions", "[dtensor][ops][validator]") { validate("nn"); }
+
+// Mutation checks (Note [Validating without autograd]): a wrong Partial(max) claim planted on
+// neg (max of negated parts is minus their min) and on gelu (not monotone below -0.75) fails the
+// validator, and the pass with gradients alone would let it through.
+TEST_CASE("strategy validator: a planted Partial(max) claim fails it",
+          "[dtensor][ops][validator]") {
+  for (const std::string op : {"neg", "gelu"}) {
+    INFO("planted on " << op);
+    plant_max_claim(op);
+    const auto only = [&](const OpCase& c) { return c.op == op; };
+    const ValidatorRun recorded = run_validator(only, /*recorded_only=*/true);
+    const ValidatorRun both = run_validator(only);
+    unregister_sharding(op);
+    CHECK(recorded.checked > 0);
+    CHECK(recorded.failures.empty());  // the blind spot the second pass closes
+    REQUIRE_FALSE(both.failures.empty());
+    CHECK_THAT(both.failures[0], Catch::Contains("checked without autograd recording"));
+  }
+}
 
 }  // namespace tessera::dtensor_test
