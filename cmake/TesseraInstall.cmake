@@ -1,3 +1,11 @@
+# The package an engine finds with find_package(Tessera): the shared library, its headers and
+# CMake files, relocatable (paths relative to the prefix). A static Tessera is for builds that
+# include its sources (add_subdirectory, FetchContent): its private dependencies (oneDNN,
+# OpenBLAS, MPI, OpenMP, CUDA) would have to be found again by every consumer.
+if(NOT TESSERA_SHARED)
+  message(STATUS "Tessera: TESSERA_SHARED=OFF, so no install rules (use the shared library to install)")
+  return()
+endif()
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
