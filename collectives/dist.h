@@ -72,6 +72,10 @@ struct ThreadsOptions {
   // issue collectives: one that has not issued its first yet cannot be seen, and a rank waiting
   // for it would be taken for deadlocked (a world where one has issued turns it off itself).
   bool detect_deadlocks = true;
+  // Say once, when an MPI launcher started this process, that every launched process runs its
+  // own copy on rank threads. Off in a program that already decided what to do under a launcher
+  // (tessera-shardbench runs in the launcher's rank 0 alone and says so).
+  bool warn_if_launched = true;
 };
 
 // Runs fn(world) once per rank, each rank a thread of this process, and returns when all have

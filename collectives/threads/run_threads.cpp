@@ -60,7 +60,7 @@ void run_threads(int world_size, const std::function<void(ProcessGroupPtr world)
   TS_CHECK(static_cast<bool>(fn), "[run_threads] the function to run on every rank is empty");
   TS_CHECK(options.timeout.count() > 0, "[run_threads] the timeout must be positive, got ",
            options.timeout.count(), " ms");
-  warn_if_launched(world_size);
+  if (options.warn_if_launched) warn_if_launched(world_size);
   auto world = std::make_shared<detail::ThreadsWorld>(world_size, options.detect_deadlocks);
   const std::vector<int> ranks = iota_ranks(world_size);
   // The ranks share the caller's intra-op threads (OMP_NUM_THREADS, or every hardware thread).

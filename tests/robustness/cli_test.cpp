@@ -8,25 +8,15 @@
 #include <vector>
 
 #include "tests/robustness/forked_case.h"
+#include "tests/tools/run_command.h"
 
 namespace tessera::robustness_test {
 namespace {
 
-struct Run {
-  int status = -1;  // exit status, or 128 + signal
-  std::string output;
-};
+using Run = test::CommandResult;
 
 Run run_command(const std::string& args) {
-  const std::string cmd = std::string(TESSERA_EXPLORER) + " " + args + " 2>&1";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) throw std::runtime_error("popen failed: " + cmd);
-  Run r;
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+  return test::run_command(std::string(TESSERA_EXPLORER) + " " + args + " 2>&1");
 }
 
 // The tool must refuse `args` with status 2 and a message holding `fragment`.

@@ -11,6 +11,8 @@
 #include <set>
 #include <thread>
 
+#include "tools/shardbench/launch.h"
+
 namespace tessera::shardbench {
 
 namespace {
@@ -85,20 +87,28 @@ ThreadTimes time_on_threads(const std::function<void()>& f, int pairs) {
 }
 
 // `c` trained under `s` on every one of `ranks` rank threads at once, each on its own: each
-// phase's time the slowest rank's (its median over the steps).
+// phase's times the slowest rank's (by its median over the steps).
 Measurement on_every_rank(const Strategy& s, const ModelConfig& c, const RunOptions& run,
                           int64_t ranks) {
   Measurement slowest;
   std::mutex mutex;
-  dist::run_threads(static_cast<int>(ranks), [&](const dist::ProcessGroupPtr&) {
-    const Measurement m = measure(s, c, run, {});
-    std::lock_guard<std::mutex> lock(mutex);
-    if (m.forward_s + m.backward_s > slowest.forward_s + slowest.backward_s) {
-      slowest.forward_s = m.forward_s;
-      slowest.backward_s = m.backward_s;
-    }
-    slowest.optimizer_s = std::max(slowest.optimizer_s, m.optimizer_s);
-  });
+  dist::run_threads(
+      static_cast<int>(ranks),
+      [&](const dist::ProcessGroupPtr&) {
+        const Measurement m = measure(s, c, run, {});
+        std::lock_guard<std::mutex> lock(mutex);
+        if (m.forward_s + m.backward_s > slowest.forward_s + slowest.backward_s) {
+          slowest.forward_s = m.forward_s;
+          slowest.backward_s = m.backward_s;
+          slowest.forward_steps_s = m.forward_steps_s;
+          slowest.backward_steps_s = m.backward_steps_s;
+        }
+        if (m.optimizer_s > slowest.optimizer_s) {
+          slowest.optimizer_s = m.optimizer_s;
+          slowest.optimizer_steps_s = m.optimizer_steps_s;
+        }
+      },
+      rank_threads_options());
   return slowest;
 }
 
@@ -266,28 +276,32 @@ Calibration calibrate(const std::vector<Shape>& mesh_shapes, int sessions, int64
   std::mutex mutex;
   for (int session = 0; session < sessions; ++session) {
     for (const Shape& shape : shapes) {
-      dist::run_threads(static_cast<int>(shape.numel()), [&](dist::ProcessGroupPtr world) {
-        const DeviceMesh mesh(DeviceType::CPU, shape);
-        for (int64_t d = 0; d < mesh.ndim(); ++d) {
-          const dist::ProcessGroupPtr g = mesh.get_group(d);
-          if (g->size() == 1) continue;  // lines of zeros, below
-          for (const dist::CollectiveKind kind : kKinds) {
-            std::vector<double> xs, ys;
-            for (int64_t bytes : sizes) {
-              const int64_t whole = bytes / (4 * g->size()) * 4 * g->size();
-              xs.push_back(static_cast<double>(whole));
-              ys.push_back(time_collective(kind, g, whole, world));
+      dist::run_threads(
+          static_cast<int>(shape.numel()),
+          [&](dist::ProcessGroupPtr world) {
+            const DeviceMesh mesh(DeviceType::CPU, shape);
+            for (int64_t d = 0; d < mesh.ndim(); ++d) {
+              const dist::ProcessGroupPtr g = mesh.get_group(d);
+              if (g->size() == 1) continue;  // lines of zeros, below
+              for (const dist::CollectiveKind kind : kKinds) {
+                std::vector<double> xs, ys;
+                for (int64_t bytes : sizes) {
+                  const int64_t whole = bytes / (4 * g->size()) * 4 * g->size();
+                  xs.push_back(static_cast<double>(whole));
+                  ys.push_back(time_collective(kind, g, whole, world));
+                }
+                if (world->rank() != 0) continue;
+                std::lock_guard<std::mutex> lock(mutex);
+                const std::string key =
+                    std::string(dist::collective_name(kind)) + "/" + std::to_string(g->size());
+                Samples& k =
+                    samples.try_emplace(key, Samples{kind, g->size(), xs, {}}).first->second;
+                k.seconds.resize(sizes.size());
+                for (size_t i = 0; i < sizes.size(); ++i) k.seconds[i].push_back(ys[i]);
+              }
             }
-            if (world->rank() != 0) continue;
-            std::lock_guard<std::mutex> lock(mutex);
-            const std::string key =
-                std::string(dist::collective_name(kind)) + "/" + std::to_string(g->size());
-            Samples& k = samples.try_emplace(key, Samples{kind, g->size(), xs, {}}).first->second;
-            k.seconds.resize(sizes.size());
-            for (size_t i = 0; i < sizes.size(); ++i) k.seconds[i].push_back(ys[i]);
-          }
-        }
-      });
+          },
+          rank_threads_options());
     }
   }
   std::map<int64_t, std::vector<std::string>> latency_only;  // group size -> "kind alpha"

@@ -9,30 +9,16 @@
 #include <optional>
 #include <set>
 
+#include "tools/shardbench/chart.h"
+#include "tools/shardbench/cpu_load.h"
+#include "tools/shardbench/launch.h"
 #include "tools/shardbench/options.h"
+#include "tools/shardbench/progress.h"
 #include "tools/shardbench/report.h"
-#include "tools/shardbench/steal.h"
 
 namespace sb = tessera::shardbench;
 
 namespace {
-
-// One line redrawn in place: "[=====     ] strategy".
-class ProgressBar {
- public:
-  explicit ProgressBar(int total) : total_(total) {}
-  void step(const std::string& what) {
-    ++done_;
-    const int filled = done_ * 30 / total_;
-    fmt::print(stderr, "\r[{:<30}] {:>3}% {:<24}", std::string(static_cast<size_t>(filled), '='),
-               done_ * 100 / total_, what);
-    if (done_ == total_) fmt::print(stderr, "\r{:<64}\r", "");
-  }
-
- private:
-  int total_;
-  int done_ = 0;
-};
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path);
@@ -45,17 +31,19 @@ int run(const sb::Options& o) {
   // not in an allocation after seconds of others.
   sb::check_memory(o, sb::machine_memory_bytes());
   std::vector<sb::Strategy> strategies;
-  for (const std::string& name : o.strategies)
+  for (const std::string& name : o.strategies) {
     strategies.push_back(sb::strategy_named(name, o.ranks));
+    sb::check_fits(strategies.back(), o.model);
+  }
   if (!o.plan_file.empty()) {
     strategies.push_back(sb::plan_from_file(o.plan_file, o.ranks));
     sb::check_plan(strategies.back(), o.model);  // not after the other strategies' rounds
   }
   // One device: the losses every strategy must follow.
   const sb::Strategy single = sb::strategy_named("single", o.ranks);
-  const sb::StealMeter steal;
+  const sb::CpuLoadMeter load;
   const int steps = o.run.warmup + o.run.steps;
-  ProgressBar bar(o.run.rounds * (steps * static_cast<int>(strategies.size() + 1) + 1));
+  sb::ProgressBar bar(o.run.rounds * (steps * static_cast<int>(strategies.size() + 1) + 1), stderr);
   std::vector<tessera::Shape> meshes;
   std::set<sb::TensorParallelShare> tp_shares;
   int64_t largest_message = 0;  // the largest average message of a kind in a step
@@ -90,6 +78,7 @@ int run(const sb::Options& o) {
       rounds[i].push_back(sb::measure(s, o.model, o.run, [&] { bar.step(s.name); }));
     }
   }
+  const std::optional<sb::CpuLoad> cpu_load = load.load();  // the measured window's
   sb::set_compute(*cal, o.model, o.ranks, compute_rounds);
   const sb::Measurement one = sb::combine_rounds(one_rounds);
   std::vector<sb::StrategyResult> results;
@@ -104,13 +93,13 @@ int run(const sb::Options& o) {
     }
     results.push_back(std::move(r));
   }
-  fmt::print("{}", sb::table(o.model, *cal, results, steal.share()));
+  fmt::print("{}", sb::table(o.model, *cal, results, cpu_load));
   if (!o.json_file.empty()) {
-    write_file(o.json_file, sb::json(o.model, *cal, results, steal.share()));
+    write_file(o.json_file, sb::json(o.model, *cal, results, cpu_load));
     fmt::print("JSON: {}\n", o.json_file);
   }
   if (!o.svg_file.empty()) {
-    write_file(o.svg_file, sb::svg(o.model, results));
+    write_file(o.svg_file, sb::svg(o.model, results, sb::run_warnings(*cal, results, cpu_load)));
     fmt::print("chart: {}\n", std::filesystem::absolute(o.svg_file).string());
   }
   return 0;
@@ -132,11 +121,18 @@ int simulate(const sb::Options& o) {
 
 int main(int argc, char** argv) {
   try {
+    // Before the flags: a launched job's flag error is said once, by rank 0.
+    if (!sb::runs_in_this_process()) return 0;
     const sb::Options o = sb::parse_options(std::vector<std::string>(argv + 1, argv + argc));
     if (o.help) {
       fmt::print("{}", sb::usage());
       return 0;
     }
+    if (o.list_modules) {
+      fmt::print("{}", sb::module_list(o.model));
+      return 0;
+    }
+    sb::check_output_paths(o);
     return o.simulate ? simulate(o) : run(o);
   } catch (const tessera::Error& e) {
     fmt::print(stderr, "{}\n", e.what());

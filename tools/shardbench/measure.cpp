@@ -7,6 +7,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include "tools/shardbench/launch.h"
+
 namespace tessera::shardbench {
 
 namespace {
@@ -54,19 +56,33 @@ dist::CollectiveObserver recorder_into(std::vector<dist::CollectiveEvent>& event
 }
 
 // The collectives of `issued` alone on the same groups (preallocated buffers of the same sizes):
-// the median of 5 rounds.
+// the median of 5 rounds. Where DTensor's shards are uneven a call's message differs between the
+// ranks (all_to_all_single's is the rank's own input): every rank replays the largest, so that
+// the calls match.
 double replay(const std::vector<dist::CollectiveEvent>& issued, const DeviceMesh& mesh,
               const dist::ProcessGroupPtr& world) {
-  std::vector<std::function<void()>> calls;
+  std::vector<const dist::CollectiveEvent*> events;
+  std::vector<dist::ProcessGroupPtr> groups;
+  std::vector<int64_t> elements;
   for (const dist::CollectiveEvent& e : issued) {
     dist::ProcessGroupPtr g;
     for (int64_t d = 0; d < mesh.ndim(); ++d) {
       if (mesh.get_group(d).get() == e.group) g = mesh.get_group(d);
     }
     if (!g || !e.dtype.has_value()) continue;  // not a mesh dim's collective: not replayed
-    calls.push_back(collective_call(e.kind, g,
-                                    e.bytes / static_cast<int64_t>(element_size(*e.dtype)),
-                                    *e.dtype, e.op.value_or(dist::ReduceOp::Sum)));
+    events.push_back(&e);
+    groups.push_back(g);
+    elements.push_back(e.bytes / static_cast<int64_t>(element_size(*e.dtype)));
+  }
+  if (!elements.empty()) {
+    const Tensor largest = from_vector(elements, {static_cast<int64_t>(elements.size())});
+    world->all_reduce(largest, dist::ReduceOp::Max)->wait();
+    elements = largest.to_vector<int64_t>();
+  }
+  std::vector<std::function<void()>> calls;
+  for (size_t i = 0; i < events.size(); ++i) {
+    calls.push_back(collective_call(events[i]->kind, groups[i], elements[i], *events[i]->dtype,
+                                    events[i]->op.value_or(dist::ReduceOp::Sum)));
   }
   std::vector<double> rounds;
   for (int round = 0; round < 6; ++round) {
@@ -123,22 +139,38 @@ RankFigures train(const Strategy& s, const ModelConfig& c, const RunOptions& o,
 
 std::function<void()> collective_call(dist::CollectiveKind kind, const dist::ProcessGroupPtr& g,
                                       int64_t elements, DType dtype, dist::ReduceOp op) {
-  const Tensor whole = zeros({elements}, dtype);
-  const Tensor part = zeros({elements / g->size()}, dtype);
+  const int64_t n = g->size();
+  const int64_t blocks = ceil_div(elements, n) * n;
   switch (kind) {
-    case dist::CollectiveKind::AllReduce:
+    case dist::CollectiveKind::AllReduce: {
+      const Tensor whole = zeros({elements}, dtype);
       return [=] { g->all_reduce(whole, op)->wait(); };
-    case dist::CollectiveKind::AllGatherIntoTensor:
+    }
+    case dist::CollectiveKind::AllGatherIntoTensor: {
+      const Tensor whole = zeros({blocks}, dtype), part = zeros({blocks / n}, dtype);
       return [=] { g->all_gather_into_tensor(whole, part)->wait(); };
-    case dist::CollectiveKind::ReduceScatterTensor:
+    }
+    case dist::CollectiveKind::AllGather: {
+      std::vector<Tensor> parts;
+      const int64_t chunk = ceil_div(elements, n);
+      for (int64_t r = 0; r < n; ++r) {
+        parts.push_back(zeros({std::clamp<int64_t>(elements - r * chunk, 0, chunk)}, dtype));
+      }
+      const Tensor mine = zeros({parts[static_cast<size_t>(g->rank())].numel()}, dtype);
+      return [=] { g->all_gather(parts, mine)->wait(); };
+    }
+    case dist::CollectiveKind::ReduceScatterTensor: {
+      const Tensor whole = zeros({blocks}, dtype), part = zeros({blocks / n}, dtype);
       return [=] { g->reduce_scatter_tensor(part, whole, op)->wait(); };
+    }
     case dist::CollectiveKind::AllToAllSingle: {
-      const Tensor out = zeros({elements}, dtype);
-      return [=] { g->all_to_all_single(out, whole)->wait(); };
+      const Tensor in = zeros({blocks}, dtype), out = zeros({blocks}, dtype);
+      return [=] { g->all_to_all_single(out, in)->wait(); };
     }
     default:
-      TS_CHECK(false, "[tessera-shardbench] no timing for collective ",
-               dist::collective_name(kind));
+      TS_CHECK(false, "[tessera-shardbench] no timing for collective ", dist::collective_name(kind),
+               "; timed: all_reduce, all_gather_into_tensor, all_gather, reduce_scatter_tensor, "
+               "all_to_all_single");
   }
   return {};
 }
@@ -167,19 +199,25 @@ Measurement combine_rounds(const std::vector<Measurement>& rounds) {
   TS_CHECK(!rounds.empty(), "[tessera-shardbench] combine_rounds needs at least one round");
   Measurement m = rounds.front();
   m.step_s.clear();
-  std::vector<double> forward, backward, optimizer, comm_alone;
+  m.forward_steps_s.clear();
+  m.backward_steps_s.clear();
+  m.optimizer_steps_s.clear();
+  const auto append = [](std::vector<double>& to, const std::vector<double>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  std::vector<double> comm_alone;
   for (const Measurement& r : rounds) {
-    m.step_s.insert(m.step_s.end(), r.step_s.begin(), r.step_s.end());
-    forward.push_back(r.forward_s);
-    backward.push_back(r.backward_s);
-    optimizer.push_back(r.optimizer_s);
+    append(m.step_s, r.step_s);
+    append(m.forward_steps_s, r.forward_steps_s);
+    append(m.backward_steps_s, r.backward_steps_s);
+    append(m.optimizer_steps_s, r.optimizer_steps_s);
     comm_alone.push_back(r.comm_alone_s);
     m.peak_bytes = std::max(m.peak_bytes, r.peak_bytes);
     m.tracing_s = std::max(m.tracing_s, r.tracing_s);
   }
-  m.forward_s = median(forward);
-  m.backward_s = median(backward);
-  m.optimizer_s = median(optimizer);
+  m.forward_s = median(m.forward_steps_s);
+  m.backward_s = median(m.backward_steps_s);
+  m.optimizer_s = median(m.optimizer_steps_s);
   m.comm_alone_s = median(comm_alone);
   return m;
 }
@@ -206,17 +244,20 @@ Measurement measure(const Strategy& s, const ModelConfig& c, const RunOptions& o
     double comm_alone = 0;
     size_t events_per_step = 0;
     std::vector<CollectiveTotal> collectives;
-    dist::run_threads(static_cast<int>(s.mesh_shape.numel()), [&](dist::ProcessGroupPtr world) {
-      const DeviceMesh mesh(DeviceType::CPU, s.mesh_shape, s.dim_names);
-      const bool rank0 = world->rank() == 0;
-      RankFigures f = train(s, c, o, &mesh, world, rank0 ? progress : std::function<void()>());
-      const double alone = replay(f.issued, mesh, world);
-      std::lock_guard<std::mutex> lock(mutex);
-      comm_alone = std::max(comm_alone, alone);
-      events_per_step = std::max(events_per_step, f.issued.size());
-      if (rank0) collectives = totals(f.issued, &mesh);
-      ranks[static_cast<size_t>(world->rank())] = std::move(f);
-    });
+    dist::run_threads(
+        static_cast<int>(s.mesh_shape.numel()),
+        [&](dist::ProcessGroupPtr world) {
+          const DeviceMesh mesh(DeviceType::CPU, s.mesh_shape, s.dim_names);
+          const bool rank0 = world->rank() == 0;
+          RankFigures f = train(s, c, o, &mesh, world, rank0 ? progress : std::function<void()>());
+          const double alone = replay(f.issued, mesh, world);
+          std::lock_guard<std::mutex> lock(mutex);
+          comm_alone = std::max(comm_alone, alone);
+          events_per_step = std::max(events_per_step, f.issued.size());
+          if (rank0) collectives = totals(f.issued, &mesh);
+          ranks[static_cast<size_t>(world->rank())] = std::move(f);
+        },
+        rank_threads_options());
     m.comm_alone_s = comm_alone;
     m.tracing_s = tracing_seconds_per_event() * static_cast<double>(events_per_step);
     m.collectives = collectives;
@@ -226,9 +267,12 @@ Measurement measure(const Strategy& s, const ModelConfig& c, const RunOptions& o
     for (size_t i = 0; i < f.step.size(); ++i) m.step_s[i] = std::max(m.step_s[i], f.step[i]);
     m.peak_bytes = std::max(m.peak_bytes, f.peak_bytes);
   }
-  m.forward_s = median(ranks[0].forward);
-  m.backward_s = median(ranks[0].backward);
-  m.optimizer_s = median(ranks[0].optimizer);
+  m.forward_steps_s = ranks[0].forward;
+  m.backward_steps_s = ranks[0].backward;
+  m.optimizer_steps_s = ranks[0].optimizer;
+  m.forward_s = median(m.forward_steps_s);
+  m.backward_s = median(m.backward_steps_s);
+  m.optimizer_s = median(m.optimizer_steps_s);
   m.losses = ranks[0].losses;
   return m;
 }

@@ -4,10 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <optional>
 #include <sstream>
+#include <string_view>
 
 namespace tessera::shardbench {
 
@@ -137,7 +141,8 @@ step, calibrate a cost model on this machine and predict every strategy's step f
   --dtype f32|f64|bf16      parameters and activations (default f32)
   --ranks N                 rank threads (default 4)
   --strategies LIST         comma-separated from single, dp, tp, sp, fsdp, fsdp_tp
-                            (default all; fsdp_tp is a 2 x ranks/2 mesh "dp" x "tp")
+                            (default all; fsdp_tp is a 2 x ranks/2 mesh "dp" x "tp"; fsdp
+                            and fsdp_tp need their "dp" ranks to divide the batch)
   --plan FILE               also run an explicit plan: lines "submodule.path style [dtensor]",
                             style colwise | rowwise | sequence, '*' matches one path level;
                             checked against the model, and one step run, before the run
@@ -146,14 +151,20 @@ step, calibrate a cost model on this machine and predict every strategy's step f
   --rounds N                rounds over all strategies (default 3): a strategy's steps are
                             spread over the run, so that the machine's slow drifts and the rank
                             threads' placement on the cores weigh on every strategy alike
-  --json FILE               write the results as JSON (with --simulate: the simulated plans)
+  --list-modules            print the model's submodule paths that --plan lines can name (for
+                            the --model and --layers given) and exit
+  --json FILE               write the results as JSON (with --simulate: the simulated plans);
+                            a figure that is not finite is null, with "<key>_reason" beside it
   --svg FILE                write a chart of measured and predicted step times
+                            (--json and --svg paths are checked before the run)
   --help                    this text
 
 Per strategy: step time (median, p10-p90; forward / backward / optimizer on rank 0), the step's
 collectives alone, the predicted step and its error, peak tensor memory per rank, the largest
 loss difference from one device, and the collectives of a step by kind and mesh dim (a line
-says when they differ from the strategy's closed-form formula).
+says when they differ from the strategy's closed-form formula). Then the CPU time other processes
+and the hypervisor (steal) took during the run, and a "warning:" line for each figure that the
+machine's load or a clamped calibration makes meaningless.
 
 Simulation of a cluster that is not here (no measured run; see Note [Simulator assumptions] in
 tools/shardbench/simulate.cpp): per number of GPUs and plan (DP, FSDP, TP, DP x TP, FSDP x TP,
@@ -175,97 +186,214 @@ TP inside a node) the step time, MFU, tokens/s per GPU, memory per GPU, feasibil
 )";
 }
 
+namespace {
+
+double parse_efficiency(const std::string& value) {
+  size_t used = 0;
+  double v = 0.0;
+  try {
+    v = std::stod(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  TS_CHECK(used == value.size() && !value.empty() && v >= kMinEfficiency && v <= 1.0,
+           "[tessera-shardbench] --efficiency expects a fraction in (0, 1] of at least ",
+           kMinEfficiency, ", got '", value, "'");
+  return v;
+}
+
+// Every flag, in one table: a flag is known before its value is read, so that a misspelt one
+// says so (not that it "expects a value").
+using Set = void (*)(Options& o, const std::string& flag, const std::string& value);
+struct Flag {
+  std::string_view name;
+  bool takes_value;
+  Set set;
+};
+const Flag kFlags[] = {
+    {"--help", false, [](Options& o, const std::string&, const std::string&) { o.help = true; }},
+    {"-h", false, [](Options& o, const std::string&, const std::string&) { o.help = true; }},
+    {"--list-modules", false,
+     [](Options& o, const std::string&, const std::string&) { o.list_modules = true; }},
+    {"--simulate", false,
+     [](Options& o, const std::string&, const std::string&) { o.simulate = true; }},
+    {"--recompute", false,
+     [](Options& o, const std::string&, const std::string&) { o.sim.recompute = true; }},
+    {"--no-flash-attention", false,
+     [](Options& o, const std::string&, const std::string&) { o.sim.flash_attention = false; }},
+    {"--model", true,
+     [](Options& o, const std::string&, const std::string& v) {
+       TS_CHECK(v == "transformer" || v == "mlp", "[tessera-shardbench] --model expects ",
+                "transformer or mlp, got '", v, "'");
+       o.model.preset = v;
+     }},
+    {"--layers", true,
+     [](Options& o, const std::string& f, const std::string& v) {
+       o.model.layers = parse_int(f, v, 1, kMaxLayers);
+     }},
+    {"--hidden", true,
+     [](Options& o, const std::string& f, const std::string& v) {
+       o.model.hidden = parse_int(f, v, 1, kMaxWidth);
+     }},
+    {"--heads", true,
+     [](Options& o, const std::string& f, const std::string& v) {
+       o.model.heads = parse_int(f, v, 1, kMaxWidth);
+     }},
+    {"--seq", true,
+     [](Options& o, const std::string& f, const std::string& v) {
+       o.model.seq = parse_int(f, v, 1, kMaxSequence);
+       o.sim.seq = o.model.seq;
+     }},
+    {"--batch", true,
+     [](Options& o, const std::string& f, const std::string& v) {
+       o.model.batch = parse_int(f, v, 1, kMaxBatch);
+     }},
+    {"--vocab", true,
+     [](Options& o, const std::string& f, const std::string& v) {
+       o.model.vocab = parse_int(f, v, 2, kMaxVocab);
+     }},
+    {"--dtype", true,
+     [](Options& o, const std::string&, const std::string& v) {
+       TS_CHECK(v == "f32" || v == "f64" || v == "bf16",
+                "[tessera-shardbench] --dtype expects f32, f64 or bf16, got '", v, "'");
+       o.model.dtype = v == "f32" ? kFloat32 : v == "f64" ? kFloat64 : kBFloat16;
+     }},
+    {"--ranks", true,
+     [](Options& o, const std::string& f, const std::string& v) {
+       o.ranks = parse_int(f, v, 1, kMaxRanks);
+     }},
+    {"--strategies", true,
+     [](Options& o, const std::string&, const std::string& v) {
+       o.strategies = split_commas(v);
+       TS_CHECK(!o.strategies.empty(), "[tessera-shardbench] --strategies is empty");
+     }},
+    {"--plan", true, [](Options& o, const std::string&, const std::string& v) { o.plan_file = v; }},
+    {"--steps", true,
+     [](Options& o, const std::string& f, const std::string& v) {
+       o.run.steps = static_cast<int>(parse_int(f, v, 1, kMaxSteps));
+     }},
+    {"--rounds", true,
+     [](Options& o, const std::string& f, const std::string& v) {
+       o.run.rounds = static_cast<int>(parse_int(f, v, 1, kMaxSteps));
+     }},
+    {"--warmup", true,
+     [](Options& o, const std::string& f, const std::string& v) {
+       o.run.warmup = static_cast<int>(parse_int(f, v, 0, kMaxSteps));
+     }},
+    {"--json", true, [](Options& o, const std::string&, const std::string& v) { o.json_file = v; }},
+    {"--svg", true, [](Options& o, const std::string&, const std::string& v) { o.svg_file = v; }},
+    {"--cluster", true,
+     [](Options& o, const std::string&, const std::string& v) {
+       TS_CHECK(!v.empty(), "[tessera-shardbench] --cluster expects 8xH100, 8xH200, A100 or ",
+                "a cluster file");
+       o.cluster = v;
+     }},
+    {"--gpus", true,
+     [](Options& o, const std::string& f, const std::string& v) {
+       o.gpus.clear();
+       for (const std::string& n : split_commas(v)) o.gpus.push_back(parse_int(f, n, 1, kMaxGpus));
+       TS_CHECK(!o.gpus.empty(), "[tessera-shardbench] --gpus is empty");
+     }},
+    {"--sim-model", true,
+     [](Options& o, const std::string&, const std::string& v) {
+       sim_model_preset(v);  // the error lists the valid names
+       o.sim_model = v;
+     }},
+    {"--global-batch", true,
+     [](Options& o, const std::string& f, const std::string& v) {
+       o.sim.global_batch = parse_int(f, v, 1, kMaxBatch);
+     }},
+    {"--micro-batch", true,
+     [](Options& o, const std::string& f, const std::string& v) {
+       o.sim.micro_batch = parse_int(f, v, 1, kMaxBatch);
+     }},
+    {"--efficiency", true,
+     [](Options& o, const std::string&, const std::string& v) {
+       o.sim.efficiency = parse_efficiency(v);
+     }},
+};
+
+// Edits (insert, delete, replace, swap two neighbours) from a to b.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// "; did you mean --simulate?" for a flag two edits or fewer from a known one.
+std::string suggestion(const std::string& flag) {
+  const Flag* best = nullptr;
+  size_t best_distance = 3;
+  for (const Flag& f : kFlags) {
+    const size_t d = edit_distance(flag, f.name);
+    if (d < best_distance) {
+      best = &f;
+      best_distance = d;
+    }
+  }
+  return best == nullptr ? "" : "; did you mean " + std::string(best->name) + "?";
+}
+
+}  // namespace
+
 Options parse_options(const std::vector<std::string>& args) {
   Options o;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
-    if (flag == "--help" || flag == "-h") {
-      o.help = true;
+    const auto known = std::find_if(std::begin(kFlags), std::end(kFlags),
+                                    [&](const Flag& f) { return f.name == flag; });
+    if (known == std::end(kFlags)) {
+      TS_CHECK(flag.rfind("-", 0) == 0, "[tessera-shardbench] unexpected argument '", flag,
+               "'; see --help");
+      TS_CHECK(false, "[tessera-shardbench] unknown flag ", flag, suggestion(flag), "; see --help");
+    }
+    if (!known->takes_value) {
+      known->set(o, flag, "");
       continue;
     }
-    if (flag == "--simulate" || flag == "--recompute" || flag == "--no-flash-attention") {
-      o.simulate = o.simulate || flag == "--simulate";
-      o.sim.recompute = o.sim.recompute || flag == "--recompute";
-      o.sim.flash_attention = o.sim.flash_attention && flag != "--no-flash-attention";
-      continue;
-    }
-    TS_CHECK(flag.rfind("--", 0) == 0, "[tessera-shardbench] unexpected argument '", flag,
-             "'; see --help");
     TS_CHECK(i + 1 < args.size(), "[tessera-shardbench] ", flag, " expects a value");
-    const std::string& value = args[++i];
-    if (flag == "--model") {
-      TS_CHECK(value == "transformer" || value == "mlp", "[tessera-shardbench] --model expects ",
-               "transformer or mlp, got '", value, "'");
-      o.model.preset = value;
-    } else if (flag == "--layers") {
-      o.model.layers = parse_int(flag, value, 1, kMaxLayers);
-    } else if (flag == "--hidden") {
-      o.model.hidden = parse_int(flag, value, 1, kMaxWidth);
-    } else if (flag == "--heads") {
-      o.model.heads = parse_int(flag, value, 1, kMaxWidth);
-    } else if (flag == "--seq") {
-      o.model.seq = parse_int(flag, value, 1, kMaxSequence);
-      o.sim.seq = o.model.seq;
-    } else if (flag == "--batch") {
-      o.model.batch = parse_int(flag, value, 1, kMaxBatch);
-    } else if (flag == "--vocab") {
-      o.model.vocab = parse_int(flag, value, 2, kMaxVocab);
-    } else if (flag == "--dtype") {
-      TS_CHECK(value == "f32" || value == "f64" || value == "bf16",
-               "[tessera-shardbench] --dtype expects f32, f64 or bf16, got '", value, "'");
-      o.model.dtype = value == "f32" ? kFloat32 : value == "f64" ? kFloat64 : kBFloat16;
-    } else if (flag == "--ranks") {
-      o.ranks = parse_int(flag, value, 1, kMaxRanks);
-    } else if (flag == "--strategies") {
-      o.strategies = split_commas(value);
-      TS_CHECK(!o.strategies.empty(), "[tessera-shardbench] --strategies is empty");
-    } else if (flag == "--plan") {
-      o.plan_file = value;
-    } else if (flag == "--steps") {
-      o.run.steps = static_cast<int>(parse_int(flag, value, 1, kMaxSteps));
-    } else if (flag == "--rounds") {
-      o.run.rounds = static_cast<int>(parse_int(flag, value, 1, kMaxSteps));
-    } else if (flag == "--warmup") {
-      o.run.warmup = static_cast<int>(parse_int(flag, value, 0, kMaxSteps));
-    } else if (flag == "--json") {
-      o.json_file = value;
-    } else if (flag == "--svg") {
-      o.svg_file = value;
-    } else if (flag == "--cluster") {
-      TS_CHECK(!value.empty(), "[tessera-shardbench] --cluster expects 8xH100, 8xH200, A100 or ",
-               "a cluster file");
-      o.cluster = value;
-    } else if (flag == "--gpus") {
-      o.gpus.clear();
-      for (const std::string& n : split_commas(value))
-        o.gpus.push_back(parse_int(flag, n, 1, kMaxGpus));
-      TS_CHECK(!o.gpus.empty(), "[tessera-shardbench] --gpus is empty");
-    } else if (flag == "--sim-model") {
-      sim_model_preset(value);  // the error lists the valid names
-      o.sim_model = value;
-    } else if (flag == "--global-batch") {
-      o.sim.global_batch = parse_int(flag, value, 1, kMaxBatch);
-    } else if (flag == "--micro-batch") {
-      o.sim.micro_batch = parse_int(flag, value, 1, kMaxBatch);
-    } else if (flag == "--efficiency") {
-      size_t used = 0;
-      double v = 0.0;
-      try {
-        v = std::stod(value, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      TS_CHECK(used == value.size() && !value.empty() && v >= kMinEfficiency && v <= 1.0,
-               "[tessera-shardbench] --efficiency expects a fraction in (0, 1] of at least ",
-               kMinEfficiency, ", got '", value, "'");
-      o.sim.efficiency = v;
-    } else {
-      TS_CHECK(false, "[tessera-shardbench] unknown flag ", flag, "; see --help");
-    }
+    known->set(o, flag, args[++i]);
   }
   TS_CHECK(o.model.hidden % o.model.heads == 0, "[tessera-shardbench] --heads ", o.model.heads,
            " must divide --hidden ", o.model.hidden);
   return o;
+}
+
+namespace {
+
+// The output files are written at the end of a run: a path that cannot take them fails now,
+// not after the run (the file itself is not created yet, so that a failed run leaves none).
+void check_writable(const char* flag, const std::string& path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  TS_CHECK(!fs::is_directory(path, ec), "[tessera-shardbench] ", flag, " '", path,
+           "' is a folder; valid: a file path");
+  const fs::path parent = fs::path(path).parent_path();
+  const std::string folder = parent.empty() ? "." : parent.string();
+  TS_CHECK(fs::is_directory(folder, ec), "[tessera-shardbench] ", flag, " '", path,
+           "': the folder '", folder, "' does not exist; valid: a file in an existing folder");
+  const bool exists = fs::exists(path, ec);
+  TS_CHECK(access(exists ? path.c_str() : folder.c_str(), W_OK) == 0, "[tessera-shardbench] ", flag,
+           " '", path, "': cannot write ", exists ? "the file" : "in the folder '" + folder + "'",
+           " (", std::strerror(errno), ")");
+}
+
+}  // namespace
+
+void check_output_paths(const Options& o) {
+  check_writable("--json", o.json_file);
+  if (!o.simulate) check_writable("--svg", o.svg_file);
 }
 
 }  // namespace tessera::shardbench

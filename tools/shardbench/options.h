@@ -17,6 +17,7 @@ struct Options {
   RunOptions run;
   std::string json_file, svg_file;
   bool help = false;
+  bool list_modules = false;  // print the paths --plan can name, run nothing
   // --simulate: a cluster that is not here, instead of the measured run.
   bool simulate = false;
   std::string cluster = "8xH100";  // a preset or a cluster file
@@ -25,11 +26,16 @@ struct Options {
   SimOptions sim;
 };
 
-// Errors (tessera::Error): an unknown flag, a missing or malformed value, a value out of range
+// Errors (tessera::Error): an unknown flag (checked before its value: "unknown flag --simualte;
+// did you mean --simulate?"), a missing or malformed value, a value out of range
 // (sizes >= 1, heads dividing hidden, steps >= 1, efficiency in (0, 1]), an unknown dtype, preset
 // or --sim-model. A --cluster value is checked when the simulation reads it.
 Options parse_options(const std::vector<std::string>& args);
 std::string usage();
+
+// Errors naming the flag and path when --json or --svg (not written by --simulate) cannot be
+// written: a folder, a missing folder, no write permission. Called before the run.
+void check_output_paths(const Options& o);
 
 // The least tensor memory a measured run holds at once: the larger of one device's step and the
 // calibration's replicas of the model trained on every rank thread at once, each on batch / ranks

@@ -101,6 +101,12 @@ void tp_collectives(Totals& out, const ModelConfig& c, const std::string& dim, i
                     int64_t tokens, int64_t b) {
   const int g = static_cast<int>(t);
   const int64_t act = tokens * c.hidden * b;
+  if (t == 1) {
+    // A group of one rank: redistributes issue nothing, but loss parallel calls its three
+    // all_reduces itself (FSDP x TP on 2 ranks has a tp group of one).
+    if (c.preset != "mlp") out.add(kAR, dim, g, 3, 3 * tokens * b);
+    return;
+  }
   if (c.preset == "mlp") {
     out.add(kAR, dim, g, 1, act);  // the Rowwise output
     return;

@@ -5,14 +5,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tools/shardbench/json_writer.h"
+#include "tools/shardbench/warnings.h"
+
 namespace tessera::shardbench {
 
 namespace {
 
 // Measured steps closer than this are within the machine's run-to-run noise (bench/RESULTS.md).
 constexpr double kRankingMargin = 0.05;
-// Above this share of stolen CPU time, runs of the same strategy differ by tens of percent.
-constexpr double kQuietSteal = 0.03;
 
 std::string short_kind(const std::string& kind) {
   if (kind == "all_gather_into_tensor") return "all_gather";
@@ -34,40 +35,26 @@ double relative_error(const StrategyResult& r) {
   return std::abs(r.predicted.step_s() - measured) / measured;
 }
 
+// A rate or ratio the calibration measured, or why there is none: one from a time of zero (a
+// sample shorter than the clock's tick) is infinite, which a reader would take for a result.
+constexpr const char* kNotMeasured = "not measured (a timing of 0 s)";
+std::string measured_text(double value, const char* format) {
+  if (!std::isfinite(value) || value <= 0.0) return kNotMeasured;
+  return fmt::format(fmt::runtime(format), value);
+}
+
+}  // namespace
+
 std::string model_text(const ModelConfig& c) {
   if (c.preset == "mlp") {
     return fmt::format("MLP {} rows x {} -> {} -> {}, {}", c.batch * c.seq, c.hidden, 4 * c.hidden,
                        c.hidden, dtype_name(c.dtype));
   }
-  return fmt::format("transformer: {} layers, hidden {}, {} heads, batch {} x seq {}, vocab {}, {}",
-                     c.layers, c.hidden, c.heads, c.batch, c.seq, c.vocab, dtype_name(c.dtype));
+  return fmt::format(
+      "transformer: {} layer{}, hidden {}, {} head{}, batch {} x seq {}, vocab {}, {}", c.layers,
+      c.layers == 1 ? "" : "s", c.hidden, c.heads, c.heads == 1 ? "" : "s", c.batch, c.seq, c.vocab,
+      dtype_name(c.dtype));
 }
-
-// A rate or ratio the calibration measured, or why there is none: one from a time of zero (a
-// sample shorter than the clock's tick) is infinite, which a reader would take for a result.
-std::string measured_text(double value, const char* format) {
-  if (!std::isfinite(value) || value <= 0.0) return "not measured (a timing of 0 s)";
-  return fmt::format(fmt::runtime(format), value);
-}
-
-// "a", "b": a JSON array's strings (none of them holds a quote).
-std::string json_strings(const std::vector<std::string>& list) {
-  std::string s;
-  for (const std::string& item : list) {
-    if (!s.empty()) s += ", ";
-    s += '"';
-    s += item;
-    s += '"';
-  }
-  return s;
-}
-
-// JSON has no inf or nan.
-std::string json_number(double value) {
-  return std::isfinite(value) ? fmt::format("{:.6g}", value) : "null";
-}
-
-}  // namespace
 
 double median_prediction_error(const std::vector<StrategyResult>& results) {
   std::vector<double> errors;
@@ -106,7 +93,7 @@ double tracing_overhead(const std::vector<StrategyResult>& results) {
 }
 
 std::string table(const ModelConfig& c, const Calibration& cal,
-                  const std::vector<StrategyResult>& results, std::optional<double> steal) {
+                  const std::vector<StrategyResult>& results, std::optional<CpuLoad> load) {
   std::string s = fmt::format(
       "{}; {:.1f} M parameters; {} cores; GEMM {} ({}), copy {}\ncalibrated "
       "compute (one thread): {:.2f} ms per step + {:.2f} ms per sequence (batch {} and {}), "
@@ -167,125 +154,118 @@ std::string table(const ModelConfig& c, const Calibration& cal,
       "tracing and counting the collectives: at most {:.3f}% of a step; the cost model also plans "
       "the redistributes\n",
       100 * tracing_overhead(results));
-  if (steal) {
+  if (load) {
     s += fmt::format(
-        "CPU time taken by the hypervisor for other guests during the run (steal): {:.0f}%{}\n",
-        100 * *steal,
-        *steal > kQuietSteal ? " -- a shared machine: runs differ, compare within one run" : "");
+        "CPU time taken during the run by other processes: {:.0f}%; by the hypervisor for other "
+        "guests (steal): {:.0f}%\n",
+        100 * load->others, 100 * load->steal);
   }
+  for (const Warning& w : run_warnings(cal, results, load)) s += "warning: " + w.text + "\n";
   return s;
 }
 
 std::string json(const ModelConfig& c, const Calibration& cal,
-                 const std::vector<StrategyResult>& results, std::optional<double> steal) {
-  std::string s = fmt::format(
-      "{{\n  \"model\": {{\"preset\": \"{}\", \"layers\": {}, \"hidden\": {}, \"heads\": {}, "
-      "\"seq\": {}, \"batch\": {}, \"vocab\": {}, \"dtype\": \"{}\", \"parameters\": {}}},\n",
-      c.preset, c.layers, c.hidden, c.heads, c.seq, c.batch, c.vocab, dtype_name(c.dtype),
-      parameter_count(c));
-  s += fmt::format(
-      "  \"calibration\": {{\"cores\": {}, \"gemm_flops_per_s\": {}, "
-      "\"gemm_flops_one_thread\": {}, \"copy_bytes_per_s\": {}, \"compute_fixed_s\": "
-      "{:.6g}, \"compute_per_sequence_s\": {:.6g}, \"replicated_compute_s\": {:.6g}, "
-      "\"replicated_optimizer_s\": {:.6g}, \"pointwise_speedup\": {}, \"notes\": [{}], "
-      "\"tp_share\": [",
-      cal.cores, json_number(cal.gemm_flops_per_s), json_number(cal.gemm_flops_one_thread),
-      json_number(cal.model.local_bytes_per_s), cal.compute.fixed_s, cal.compute.per_sequence_s,
-      cal.replicated_compute_s, cal.replicated_optimizer_s, json_number(cal.pointwise_speedup),
-      json_strings(cal.notes));
-  bool first = true;
+                 const std::vector<StrategyResult>& results, std::optional<CpuLoad> load) {
+  JsonObject model;
+  model.text("preset", c.preset)
+      .integer("layers", c.layers)
+      .integer("hidden", c.hidden)
+      .integer("heads", c.heads)
+      .integer("seq", c.seq)
+      .integer("batch", c.batch)
+      .integer("vocab", c.vocab)
+      .text("dtype", dtype_name(c.dtype))
+      .integer("parameters", parameter_count(c));
+  std::vector<std::string> tp_shares;
   for (const auto& [share, seconds] : cal.tp_share_s) {
-    s += fmt::format("{}{{\"degree\": {}, \"batch\": {}, \"seconds\": {:.6g}}}", first ? "" : ", ",
-                     share.degree, share.batch, seconds);
-    first = false;
+    tp_shares.push_back(JsonObject()
+                            .integer("degree", share.degree)
+                            .integer("batch", share.batch)
+                            .number("seconds", seconds)
+                            .str());
   }
-  s += "], \"collectives\": {";
-  first = true;
+  JsonObject lines;
   for (const auto& [key, ab] : cal.model.measured) {
-    s += fmt::format("{}\"{}\": {{\"alpha_s\": {:.6g}, \"beta_s_per_byte\": {:.6g}}}",
-                     first ? "" : ", ", key, ab.alpha_s, ab.beta_s_per_byte);
-    first = false;
+    lines.raw(key, JsonObject()
+                       .number("alpha_s", ab.alpha_s)
+                       .number("beta_s_per_byte", ab.beta_s_per_byte)
+                       .str());
   }
-  s += "}},\n  \"strategies\": [\n";
-  for (size_t i = 0; i < results.size(); ++i) {
-    const StrategyResult& r = results[i];
+  JsonObject calibration;
+  // A rate from a time of zero, as measured_text says: null, not a rate of inf or of 0.
+  const auto rate = [&](const char* key, double value) {
+    if (value > 0.0) return calibration.number(key, value, kNotMeasured);
+    return calibration.null(key, kNotMeasured);
+  };
+  calibration.integer("cores", cal.cores);
+  rate("gemm_flops_per_s", cal.gemm_flops_per_s);
+  rate("gemm_flops_one_thread", cal.gemm_flops_one_thread);
+  rate("copy_bytes_per_s", cal.model.local_bytes_per_s);
+  rate("pointwise_speedup", cal.pointwise_speedup);
+  calibration.number("compute_fixed_s", cal.compute.fixed_s)
+      .number("compute_per_sequence_s", cal.compute.per_sequence_s)
+      .number("replicated_compute_s", cal.replicated_compute_s)
+      .number("replicated_optimizer_s", cal.replicated_optimizer_s)
+      .raw("notes", json_strings(cal.notes))
+      .raw("tp_share", json_array(tp_shares))
+      .raw("collectives", lines.str());
+  std::vector<std::string> strategies;
+  for (const StrategyResult& r : results) {
     const Measurement& m = r.measured;
-    std::string comms;
+    std::vector<std::string> comms;
     for (const CollectiveTotal& t : m.collectives) {
-      comms += fmt::format(
-          "{}{{\"kind\": \"{}\", \"mesh_dim\": \"{}\", \"group_size\": {}, "
-          "\"count\": {}, \"bytes\": {}}}",
-          comms.empty() ? "" : ", ", t.kind, t.mesh_dim, t.group_size, t.count, t.bytes);
+      comms.push_back(JsonObject()
+                          .text("kind", t.kind)
+                          .text("mesh_dim", t.mesh_dim)
+                          .integer("group_size", t.group_size)
+                          .integer("count", t.count)
+                          .integer("bytes", t.bytes)
+                          .str());
     }
-    s += fmt::format(
-        "    {{\"name\": \"{}\", \"mesh\": [{}], \"step_s_median\": {:.6g}, \"step_s_p10\": "
-        "{:.6g}, \"step_s_p90\": {:.6g}, \"forward_s\": {:.6g}, \"backward_s\": {:.6g}, "
-        "\"optimizer_s\": {:.6g}, \"comm_alone_s\": {:.6g}, \"predicted_step_s\": {:.6g}, "
-        "\"predicted_comm_s\": {:.6g}, \"predicted_local_s\": {:.6g}, \"peak_bytes\": {}, "
-        "\"loss_error\": {:.3g}, "
-        "\"collectives\": [{}], \"collectives_match_formula\": {}}}{}\n",
-        r.strategy.name, fmt::join(r.strategy.mesh_shape, ", "), median(m.step_s),
-        percentile(m.step_s, 0.1), percentile(m.step_s, 0.9), m.forward_s, m.backward_s,
-        m.optimizer_s, m.comm_alone_s, r.predicted.step_s(), r.predicted.comm_s,
-        r.predicted.local_s, m.peak_bytes, r.loss_error, comms,
-        r.expected == m.collectives ? "true" : "false", i + 1 < results.size() ? "," : "");
+    std::vector<std::string> mesh;
+    for (const int64_t d : r.strategy.mesh_shape) mesh.push_back(std::to_string(d));
+    strategies.push_back(JsonObject()
+                             .text("name", r.strategy.name)
+                             .raw("mesh", json_array(mesh))
+                             .number("step_s_median", median(m.step_s))
+                             .number("step_s_p10", percentile(m.step_s, 0.1))
+                             .number("step_s_p90", percentile(m.step_s, 0.9))
+                             .number("forward_s", m.forward_s)
+                             .number("backward_s", m.backward_s)
+                             .number("optimizer_s", m.optimizer_s)
+                             .number("comm_alone_s", m.comm_alone_s)
+                             .number("predicted_step_s", r.predicted.step_s())
+                             .number("predicted_comm_s", r.predicted.comm_s)
+                             .number("predicted_local_s", r.predicted.local_s)
+                             .integer("peak_bytes", m.peak_bytes)
+                             .number("loss_error", r.loss_error)
+                             .raw("collectives", json_array(comms))
+                             .boolean("collectives_match_formula", r.expected == m.collectives)
+                             .str());
+  }
+  std::vector<std::string> warnings;
+  for (const Warning& w : run_warnings(cal, results, load)) {
+    warnings.push_back(JsonObject().text("figure", w.figure).text("text", w.text).str());
   }
   const RankingAgreement ranking = ranking_agreement(results, kRankingMargin);
-  s += fmt::format(
-      "  ],\n  \"median_prediction_error\": {:.4f},\n  \"ranking_pairs\": {},\n  "
-      "\"ranking_discordant\": [{}],\n  \"ranking_separated_pairs\": {},\n  "
-      "\"ranking_separated_discordant\": {},\n  \"tracing_overhead\": {:.6f},\n  \"steal\": "
-      "{}\n}}\n",
-      median_prediction_error(results), ranking.pairs, json_strings(ranking.discordant),
-      ranking.separated, ranking.separated_discordant, tracing_overhead(results),
-      steal ? fmt::format("{:.4f}", *steal) : "null");
-  return s;
-}
-
-std::string svg(const ModelConfig& c, const std::vector<StrategyResult>& results) {
-  // Per strategy two bars: measured (compute, then the collectives' time alone) and predicted
-  // (compute, communication).
-  double longest = 1e-9;
-  for (const StrategyResult& r : results) {
-    longest = std::max({longest, median(r.measured.step_s), r.predicted.step_s()});
+  JsonObject out;
+  out.raw("model", model.str())
+      .raw("calibration", calibration.str())
+      .raw("strategies", json_array(strategies, 4))
+      .number("median_prediction_error", median_prediction_error(results))
+      .integer("ranking_pairs", ranking.pairs)
+      .raw("ranking_discordant", json_strings(ranking.discordant))
+      .integer("ranking_separated_pairs", ranking.separated)
+      .integer("ranking_separated_discordant", ranking.separated_discordant)
+      .number("tracing_overhead", tracing_overhead(results));
+  const char* no_stat = "not measured (/proc/stat unreadable)";
+  if (load) {
+    out.number("steal", load->steal).number("other_processes", load->others);
+  } else {
+    out.null("steal", no_stat).null("other_processes", no_stat);
   }
-  const int left = 110, width = 560, row = 46, top = 50;
-  const int height = top + row * static_cast<int>(results.size()) + 40;
-  auto px = [&](double s) { return s / longest * width; };
-  std::string out = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n<text x=\"10\" y=\"20\" "
-      "font-size=\"14\">tessera-shardbench: step time per strategy ({})</text>\n",
-      left + width + 120, height, model_text(c));
-  const char* compute = "#4c78a8";
-  const char* comm = "#f58518";
-  for (size_t i = 0; i < results.size(); ++i) {
-    const StrategyResult& r = results[i];
-    const int y = top + row * static_cast<int>(i);
-    const double step = median(r.measured.step_s);
-    const double comm_alone = std::min(r.measured.comm_alone_s, step);
-    out += fmt::format("<text x=\"10\" y=\"{}\">{}</text>\n", y + 16, r.strategy.name);
-    out += fmt::format(
-        "<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"16\" fill=\"{}\"/><rect x=\"{:.1f}\" "
-        "y=\"{}\" width=\"{:.1f}\" height=\"16\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{}\">"
-        "measured {:.1f} ms</text>\n",
-        left, y, px(step - comm_alone), compute, left + px(step - comm_alone), y, px(comm_alone),
-        comm, left + px(step) + 4, y + 12, step * 1e3);
-    // As measured: everything but the collectives (compute and the copies around them).
-    const double predicted_local = r.predicted.compute_s + r.predicted.local_s;
-    out += fmt::format(
-        "<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"16\" fill=\"{}\" fill-opacity=\"0.5\"/>"
-        "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"16\" fill=\"{}\" "
-        "fill-opacity=\"0.5\"/><text x=\"{:.1f}\" y=\"{}\">predicted {:.1f} ms</text>\n",
-        left, y + 18, px(predicted_local), compute, left + px(predicted_local), y + 18,
-        px(r.predicted.comm_s), comm, left + px(r.predicted.step_s()) + 4, y + 30,
-        r.predicted.step_s() * 1e3);
-  }
-  out += fmt::format(
-      "<text x=\"{}\" y=\"{}\"><tspan fill=\"{}\">compute</tspan>  <tspan fill=\"{}\">"
-      "communication</tspan>  (solid: measured, pale: predicted)</text>\n</svg>\n",
-      left, height - 12, compute, comm);
-  return out;
+  out.raw("warnings", json_array(warnings, 4));
+  return out.str(2) + "\n";
 }
 
 }  // namespace tessera::shardbench

@@ -1,11 +1,12 @@
 #pragma once
-// tessera-shardbench's output: the terminal table, JSON for scripts, and an SVG chart (per
-// strategy: measured step, predicted compute and communication).
+// tessera-shardbench's output: the terminal table and JSON for scripts (the SVG chart is in
+// chart.h), each with the run's warnings (warnings.h).
 
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "tools/shardbench/cpu_load.h"
 #include "tools/shardbench/predict.h"
 
 namespace tessera::shardbench {
@@ -18,12 +19,15 @@ struct StrategyResult {
   double loss_error = 0.0;                // largest |loss - one device's loss| over the steps
 };
 
-// `steal`: the hypervisor's share of CPU time during the run (StealMeter), when known.
+// `load`: the CPU time others took during the run (CpuLoadMeter), when known. JSON: figures that
+// are not finite are null with a "<key>_reason" beside them (json_writer.h).
 std::string table(const ModelConfig& c, const Calibration& cal,
-                  const std::vector<StrategyResult>& results, std::optional<double> steal);
+                  const std::vector<StrategyResult>& results, std::optional<CpuLoad> load);
 std::string json(const ModelConfig& c, const Calibration& cal,
-                 const std::vector<StrategyResult>& results, std::optional<double> steal);
-std::string svg(const ModelConfig& c, const std::vector<StrategyResult>& results);
+                 const std::vector<StrategyResult>& results, std::optional<CpuLoad> load);
+
+// "transformer: 2 layers, hidden 256, ...": the model in one line.
+std::string model_text(const ModelConfig& c);
 
 // Median over the strategies of |predicted - measured| / measured.
 double median_prediction_error(const std::vector<StrategyResult>& results);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tools/shardbench/json_writer.h"
+
 namespace tessera::shardbench {
 
 // Note [Simulator assumptions]
@@ -415,40 +417,65 @@ std::string simulation_table(const SimModel& m, const Cluster& c, const SimOptio
 
 std::string simulation_json(const SimModel& m, const Cluster& c, const SimOptions& o,
                             const std::vector<SimResult>& results) {
-  std::string s = fmt::format(
-      "{{\n  \"model\": {{\"name\": \"{}\", \"parameters\": {}, \"layers\": {}, \"hidden\": {}, "
-      "\"heads\": {}, \"kv_heads\": {}, \"ffn_hidden\": {}, \"vocab\": {}, \"seq\": {}}},\n",
-      m.name, sim_parameter_count(m), m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden,
-      m.vocab, seq_of(m, o));
-  s += fmt::format(
-      "  \"cluster\": {{\"name\": \"{}\", \"gpus_per_node\": {}, \"intra_bytes_per_s\": {:.6g}, "
-      "\"intra_latency_s\": {:.6g}, \"inter_bytes_per_s\": {:.6g}, \"inter_latency_s\": {:.6g}, "
-      "\"peak_flops\": {:.6g}, \"memory_bytes_per_s\": {:.6g}, \"memory_bytes\": {:.6g}, "
-      "\"compute_efficiency\": {:.4g}}},\n",
-      c.name, c.gpus_per_node, c.intra_bytes_per_s, c.intra_latency_s, c.inter_bytes_per_s,
-      c.inter_latency_s, c.peak_flops, c.memory_bytes_per_s, c.memory_bytes,
-      o.efficiency > 0.0 ? o.efficiency : c.compute_efficiency);
-  s += fmt::format(
-      "  \"options\": {{\"global_batch\": {}, \"micro_batch\": {}, \"recompute\": {}, "
-      "\"flash_attention\": {}}},\n  \"plans\": [\n",
-      o.global_batch, o.micro_batch, o.recompute, o.flash_attention);
-  for (size_t i = 0; i < results.size(); ++i) {
-    const SimResult& r = results[i];
-    s += fmt::format(
-        "    {{\"gpus\": {}, \"strategy\": \"{}\", \"dp\": {}, \"tp\": {}, \"step_s\": {:.6g}, "
-        "\"compute_s\": {:.6g}, \"comm_s\": {:.6g}, \"exposed_comm_s\": {:.6g}, "
-        "\"optimizer_s\": {:.6g}, \"mfu\": {:.4f}, \"tokens_per_s_per_gpu\": {:.6g}, "
-        "\"hardware_tflops_per_gpu\": {:.6g}, \"memory_bytes\": {{\"params\": {:.6g}, "
-        "\"grads\": {:.6g}, \"optimizer\": {:.6g}, \"activations\": {:.6g}, \"total\": {:.6g}}}, "
-        "\"feasible\": {}, \"best\": {}, \"note\": \"{}\"}}{}\n",
-        r.gpus, sim_strategy_name(r.plan.kind), r.plan.dp, r.plan.tp, r.step_s, r.compute_s,
-        r.comm_s, r.exposed_comm_s, r.optimizer_s, r.mfu, r.tokens_per_s_per_gpu,
-        r.hardware_tflops_per_gpu, r.memory.params, r.memory.grads, r.memory.optimizer,
-        r.memory.activations, r.memory.total(), r.feasible, r.best, r.note,
-        i + 1 < results.size() ? "," : "");
+  JsonObject model;
+  model.text("name", m.name)
+      .integer("parameters", sim_parameter_count(m))
+      .integer("layers", m.layers)
+      .integer("hidden", m.hidden)
+      .integer("heads", m.heads)
+      .integer("kv_heads", m.kv_heads)
+      .integer("ffn_hidden", m.ffn_hidden)
+      .integer("vocab", m.vocab)
+      .integer("seq", seq_of(m, o));
+  JsonObject cluster;
+  cluster.text("name", c.name)
+      .integer("gpus_per_node", c.gpus_per_node)
+      .number("intra_bytes_per_s", c.intra_bytes_per_s)
+      .number("intra_latency_s", c.intra_latency_s)
+      .number("inter_bytes_per_s", c.inter_bytes_per_s)
+      .number("inter_latency_s", c.inter_latency_s)
+      .number("peak_flops", c.peak_flops)
+      .number("memory_bytes_per_s", c.memory_bytes_per_s)
+      .number("memory_bytes", c.memory_bytes)
+      .number("compute_efficiency", o.efficiency > 0.0 ? o.efficiency : c.compute_efficiency);
+  JsonObject options;
+  options.integer("global_batch", o.global_batch)
+      .integer("micro_batch", o.micro_batch)
+      .boolean("recompute", o.recompute)
+      .boolean("flash_attention", o.flash_attention);
+  std::vector<std::string> plans;
+  for (const SimResult& r : results) {
+    JsonObject memory;
+    memory.number("params", r.memory.params)
+        .number("grads", r.memory.grads)
+        .number("optimizer", r.memory.optimizer)
+        .number("activations", r.memory.activations)
+        .number("total", r.memory.total());
+    plans.push_back(JsonObject()
+                        .integer("gpus", r.gpus)
+                        .text("strategy", sim_strategy_name(r.plan.kind))
+                        .integer("dp", r.plan.dp)
+                        .integer("tp", r.plan.tp)
+                        .number("step_s", r.step_s)
+                        .number("compute_s", r.compute_s)
+                        .number("comm_s", r.comm_s)
+                        .number("exposed_comm_s", r.exposed_comm_s)
+                        .number("optimizer_s", r.optimizer_s)
+                        .number("mfu", r.mfu)
+                        .number("tokens_per_s_per_gpu", r.tokens_per_s_per_gpu)
+                        .number("hardware_tflops_per_gpu", r.hardware_tflops_per_gpu)
+                        .raw("memory_bytes", memory.str())
+                        .boolean("feasible", r.feasible)
+                        .boolean("best", r.best)
+                        .text("note", r.note)
+                        .str());
   }
-  s += "  ]\n}\n";
-  return s;
+  JsonObject out;
+  out.raw("model", model.str())
+      .raw("cluster", cluster.str())
+      .raw("options", options.str())
+      .raw("plans", json_array(plans, 4));
+  return out.str(2) + "\n";
 }
 
 }  // namespace tessera::shardbench

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <variant>
 
+#include "tools/shardbench/launch.h"
+
 namespace tessera::shardbench {
 
 namespace {
@@ -59,9 +61,11 @@ std::vector<std::string> keys_in_file_order(const Strategy& s) {
   return keys;
 }
 
-// The model's submodule paths, each block's once: "blocks.*.wq" for every layer's.
-std::string module_paths(const std::vector<std::pair<std::string, nn::Module*>>& modules) {
-  std::vector<std::string> paths;
+// The model's submodule paths, each block's once ("blocks.*.wq" for every layer's), with the
+// kind of module each names.
+std::vector<std::pair<std::string, std::string>> plan_paths(
+    const std::vector<std::pair<std::string, nn::Module*>>& modules) {
+  std::vector<std::pair<std::string, std::string>> paths;
   for (const auto& [path, m] : modules) {
     if (path.empty()) continue;
     const std::vector<std::string> parts = tessera::detail::split_module_path(path);
@@ -71,10 +75,15 @@ std::string module_paths(const std::vector<std::pair<std::string, nn::Module*>>&
       shown += '.';
       shown += index ? std::string_view("*") : std::string_view(parts[i]);
     }
-    if (std::find(paths.begin(), paths.end(), shown) == paths.end()) paths.push_back(shown);
+    const auto seen = [&](const auto& p) { return p.first == shown; };
+    if (std::none_of(paths.begin(), paths.end(), seen)) paths.emplace_back(shown, m->name());
   }
+  return paths;
+}
+
+std::string module_paths(const std::vector<std::pair<std::string, nn::Module*>>& modules) {
   std::string text;
-  for (const std::string& p : paths) text += (text.empty() ? "" : ", ") + p;
+  for (const auto& [path, kind] : plan_paths(modules)) text += (text.empty() ? "" : ", ") + path;
   return text;
 }
 
@@ -152,52 +161,56 @@ std::string failure_place(const Strategy& s, const PlanTrace& t,
 
 void step_under_plan(const Strategy& s, const ModelConfig& c) {
   const Batch batch = make_batch(c);
-  dist::run_threads(static_cast<int>(s.mesh_shape.numel()), [&](const dist::ProcessGroupPtr&) {
-    const DeviceMesh mesh(DeviceType::CPU, s.mesh_shape, s.dim_names);
-    const std::shared_ptr<nn::Module> model = make_model(c);
-    PlanTrace trace;
-    std::map<std::string, std::string> key_of, kind_of;
-    const auto modules = model->named_modules();
-    for (const auto& [path, m] : modules) {
-      kind_of[path] = m->name();
-      for (const auto& [key, style] : s.plan) {
-        if (!path.empty() &&
-            tessera::detail::plan_key_matches(tessera::detail::split_module_path(key), path))
-          key_of[path] = key;
-      }
-    }
-    // Pre-hooks before the styles' (they see the input before it is converted), hooks after.
-    for (const auto& [path, m] : modules) {
-      if (path.empty()) continue;  // the root's own code: "the forward"
-      m->register_forward_pre_hook([&trace, path](nn::Module&, const Tensor&) {
-        trace.running.push_back(path);
-        return Tensor();
-      });
-    }
-    const RankData data = apply_strategy(s, c, *model, mesh, batch);
-    for (const auto& [path, m] : modules) {
-      if (path.empty()) continue;
-      const bool planned = key_of.count(path) != 0;
-      const std::string key = planned ? key_of.at(path) : "";
-      m->register_forward_hook([&trace, planned, key](nn::Module&, const Tensor&, const Tensor&) {
-        if (!trace.running.empty()) trace.running.pop_back();
-        if (planned) trace.last_planned = key;
-        return Tensor();
-      });
-    }
-    try {
-      const Tensor output = (*model)(data.input);
-      trace.phase = "loss";
-      const Tensor loss = loss_of(c, output, data.target);
-      trace.phase = "backward";
-      loss.backward();
-    } catch (const CommError&) {
-      throw;  // another rank's failure, which run_threads reports
-    } catch (const Error& e) {
-      TS_CHECK(false, "[tessera-shardbench] ", failure_place(s, trace, key_of, kind_of), ": ",
-               e.what());
-    }
-  });
+  dist::run_threads(
+      static_cast<int>(s.mesh_shape.numel()),
+      [&](const dist::ProcessGroupPtr&) {
+        const DeviceMesh mesh(DeviceType::CPU, s.mesh_shape, s.dim_names);
+        const std::shared_ptr<nn::Module> model = make_model(c);
+        PlanTrace trace;
+        std::map<std::string, std::string> key_of, kind_of;
+        const auto modules = model->named_modules();
+        for (const auto& [path, m] : modules) {
+          kind_of[path] = m->name();
+          for (const auto& [key, style] : s.plan) {
+            if (!path.empty() &&
+                tessera::detail::plan_key_matches(tessera::detail::split_module_path(key), path))
+              key_of[path] = key;
+          }
+        }
+        // Pre-hooks before the styles' (they see the input before it is converted), hooks after.
+        for (const auto& [path, m] : modules) {
+          if (path.empty()) continue;  // the root's own code: "the forward"
+          m->register_forward_pre_hook([&trace, path](nn::Module&, const Tensor&) {
+            trace.running.push_back(path);
+            return Tensor();
+          });
+        }
+        const RankData data = apply_strategy(s, c, *model, mesh, batch);
+        for (const auto& [path, m] : modules) {
+          if (path.empty()) continue;
+          const bool planned = key_of.count(path) != 0;
+          const std::string key = planned ? key_of.at(path) : "";
+          m->register_forward_hook(
+              [&trace, planned, key](nn::Module&, const Tensor&, const Tensor&) {
+                if (!trace.running.empty()) trace.running.pop_back();
+                if (planned) trace.last_planned = key;
+                return Tensor();
+              });
+        }
+        try {
+          const Tensor output = (*model)(data.input);
+          trace.phase = "loss";
+          const Tensor loss = loss_of(c, output, data.target);
+          trace.phase = "backward";
+          loss.backward();
+        } catch (const CommError&) {
+          throw;  // another rank's failure, which run_threads reports
+        } catch (const Error& e) {
+          TS_CHECK(false, "[tessera-shardbench] ", failure_place(s, trace, key_of, kind_of), ": ",
+                   e.what());
+        }
+      },
+      rank_threads_options());
 }
 
 }  // namespace
@@ -218,6 +231,19 @@ Strategy strategy_named(const std::string& name, int64_t ranks) {
   TS_CHECK(false, "[tessera-shardbench] unknown strategy '", name,
            "'; valid: single, dp, tp, sp, fsdp, fsdp_tp");
   return {};
+}
+
+void check_fits(const Strategy& s, const ModelConfig& c) {
+  if (s.kind != StrategyKind::FSDP && s.kind != StrategyKind::FSDP_TP) return;
+  const int64_t dp = s.mesh_shape[0];
+  const bool mlp = c.preset == "mlp";
+  const int64_t rows = mlp ? c.batch * c.seq : c.batch;
+  const std::string flags = mlp ? "--batch x --seq" : "--batch";
+  TS_CHECK(rows % dp == 0, "[tessera-shardbench] ", s.name, " gives each of its ", dp,
+           " data-parallel ranks an equal share of the ", rows, mlp ? " rows (" : " sequences (",
+           flags, "), and ", dp, " does not divide ", rows, "; valid: ", flags, " a multiple of ",
+           dp, s.kind == StrategyKind::FSDP ? ", --ranks dividing " + std::to_string(rows) : "",
+           ", or another strategy");
 }
 
 Strategy plan_from_file(const std::string& path, int64_t ranks) {
@@ -277,6 +303,30 @@ void check_plan(const Strategy& s, const ModelConfig& c) {
              " ('*' matches any one name)");
   }
   step_under_plan(s, c);
+}
+
+std::string module_list(const ModelConfig& c) {
+  // The paths depend on the preset and the layers only: a model of the smallest widths names the
+  // same ones without allocating the weights of a large one.
+  ModelConfig small = c;
+  small.hidden = small.heads = 1;
+  small.vocab = 2;
+  small.attention_width = small.mlp_width = 0;
+  const std::shared_ptr<nn::Module> model = make_model(small);
+  const auto paths = plan_paths(model->named_modules());
+  size_t longest = 0;
+  for (const auto& [path, kind] : paths) longest = std::max(longest, path.size());
+  std::string text = c.preset == "mlp" ? "--plan paths of the mlp model:\n"
+                                       : "--plan paths of the transformer model (--layers " +
+                                             std::to_string(c.layers) +
+                                             "; '*' matches any one name, here a block's index):\n";
+  for (const auto& [path, kind] : paths) {
+    text += "  " + path + std::string(longest + 2 - path.size(), ' ') + kind + "\n";
+  }
+  return text +
+         "A plan line is 'path style [dtensor]': colwise and rowwise shard a Linear or an\n"
+         "Embedding, sequence runs a module (a norm) on sequence shards; 'dtensor' keeps the\n"
+         "output a DTensor.\n";
 }
 
 RankData apply_strategy(const Strategy& s, const ModelConfig& c, nn::Module& model,

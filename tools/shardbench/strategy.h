@@ -32,6 +32,12 @@ struct Strategy {
   std::map<std::string, PlanLine> plan_lines;  // for Plan from a file: each key's line
 };
 
+// Errors when `s` would not train `c` as one device does: FSDP and FSDP x TP give each
+// data-parallel rank an equal share of the batch's rows (sequences; the MLP's batch x seq rows)
+// and average the ranks' losses and gradients, so their data-parallel degree must divide them.
+// (DP shards the batch as a DTensor, evenly or not, and trains as one device does.)
+void check_fits(const Strategy& s, const ModelConfig& c);
+
 // Strategy by name ("single", "dp", "tp", "sp", "fsdp", "fsdp_tp") for `ranks` ranks (fsdp_tp:
 // dp = 2 when ranks is even). Errors: an unknown name, ranks < 2 or fsdp_tp with odd ranks.
 Strategy strategy_named(const std::string& name, int64_t ranks);
@@ -48,6 +54,10 @@ Strategy plan_from_file(const std::string& path, int64_t ranks);
 // threads (Note [Plan errors name a line]): an error in it names the line of the planned module
 // it happened in, else of the last planned module that ran before it.
 void check_plan(const Strategy& s, const ModelConfig& c);
+
+// The submodule paths a plan file can name in `c`'s model, each with its module kind, one a line
+// (each block's once: "blocks.*.wq"), and the grammar of a plan line: --list-modules's text.
+std::string module_list(const ModelConfig& c);
 
 // This rank's model input and target after sharding `model` for `s` on `mesh`.
 struct RankData {
