@@ -1,7 +1,7 @@
 # Third-party dependencies: Debian packages (tools/install-deps.sh), or, on a machine without
 # them (the GPU machine), the header-only ones from the folder tools/prepare-gpu-deps.sh fills.
 #
-# TESSERA_DEPS_DIR: when set, Eigen, fmt and Catch2 come only from that folder (NO_DEFAULT_PATH),
+# TESSERA_DEPS_DIR: when set, Eigen, fmt, Catch2 and DLPack come only from that folder (NO_DEFAULT_PATH),
 # so a build there never mixes in other copies; fmt is then used header-only (FMT_HEADER_ONLY).
 # TESSERA_ONEDNN=AUTO|ON|OFF: oneDNN's matmul primitive for the CPU float matmul. AUTO uses it
 # when found; without it kernels/cpu/no_onednn_matmul.cpp makes the CPU matmul take another
@@ -11,7 +11,7 @@
 # when found; without it kernels/cpu/no_openblas_matmul.cpp declines every problem. Sets
 # TESSERA_HAS_OPENBLAS.
 set(TESSERA_DEPS_DIR "" CACHE PATH
-    "Folder made by tools/prepare-gpu-deps.sh; when set, Eigen, fmt and Catch2 come only from it")
+    "Folder made by tools/prepare-gpu-deps.sh; when set, Eigen, fmt, Catch2 and DLPack come only from it")
 set(TESSERA_ONEDNN AUTO CACHE STRING "Use oneDNN for the CPU float matmul: AUTO, ON or OFF")
 set_property(CACHE TESSERA_ONEDNN PROPERTY STRINGS AUTO ON OFF)
 set(TESSERA_OPENBLAS AUTO CACHE STRING "Use OpenBLAS for the CPU float32 matmul: AUTO, ON or OFF")
@@ -46,20 +46,24 @@ if(TESSERA_DEPS_DIR)
     # Sets Catch2_DIR, which tests/CMakeLists.txt's find_package(Catch2) then reuses.
     find_package(Catch2 2 REQUIRED CONFIG PATHS "${TESSERA_DEPS_DIR}" NO_DEFAULT_PATH)
   endif()
+  find_package(dlpack REQUIRED CONFIG PATHS "${TESSERA_DEPS_DIR}" NO_DEFAULT_PATH)
   message(STATUS "Tessera: dependencies from TESSERA_DEPS_DIR: Eigen3 ${Eigen3_DIR}; "
-                 "fmt ${tessera_fmt_from}; Catch2 ${Catch2_DIR}")
+                 "fmt ${tessera_fmt_from}; Catch2 ${Catch2_DIR}; dlpack ${dlpack_DIR}")
 else()
   find_package(fmt 9 REQUIRED)
   find_package(Eigen3 3.4 REQUIRED NO_MODULE)
+  # Debian's libdlpack-dev (header-only, DLPack 0.6); runtime/dlpack.h adds what 1.x declares.
+  find_package(dlpack REQUIRED CONFIG)
 endif()
 
-# Headers every public Tessera header may include: fmt (formatting of Tensor, Shape, ...).
+# Headers every public Tessera header may include: fmt (formatting of Tensor, Shape, ...) and
+# DLPack's structs (runtime/interop.h).
 add_library(tessera_headers INTERFACE)
 target_include_directories(tessera_headers INTERFACE
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
   $<INSTALL_INTERFACE:include/tessera>)
 target_compile_features(tessera_headers INTERFACE cxx_std_20)
-target_link_libraries(tessera_headers INTERFACE fmt::fmt Threads::Threads)
+target_link_libraries(tessera_headers INTERFACE fmt::fmt dlpack::dlpack Threads::Threads)
 # fmt 9 drops constexpr from its functions under nvcc (__NVCC__), and its C++20 code then calls
 # them from constexpr ones, which both nvcc 13's front end and g++ reject; nvcc 13 handles fmt's
 # constexpr code, so CUDA sources keep it on.

@@ -159,14 +159,17 @@ bool spans_intersect(const Tensor& a, const Tensor& b) {
   return a_low < b_high && b_low < a_high;
 }
 
-// copy_ and fill_ write every element: one memory location reached by two indices is refused.
-void check_writable(const Tensor& t, const char* op) {
+}  // namespace
+
+// An in-place op writes every element: one memory location reached by two indices is refused.
+void detail::check_writable(const Tensor& t, const char* op) {
+  TS_CHECK(!t.storage()->read_only(), "[", op, "] writes a read-only tensor (imported from DLPack ",
+           "with the read-only flag; shape ", t.sizes(), ", ", t.dtype(), " on ", t.device(),
+           "); clone() it for a writable copy, or import it without the flag");
   TS_CHECK(!has_internal_overlap(t.sizes(), t.strides()), "[", op, "] more than one element of ",
            "the written-to tensor (shape ", t.sizes(), ", strides ", t.strides(),
            ") refers to a single memory location; clone() it first");
 }
-
-}  // namespace
 
 // A non-contiguous tensor that requires grad gets its history from clone.
 Tensor Tensor::contiguous() const {
@@ -187,8 +190,9 @@ Tensor& Tensor::copy_(const Tensor& src) {
     });
     return *this;
   }
+  // Before the autograd hook, which records nothing for a refused write.
+  detail::check_writable(*this, "copy_");
   if (any_requires_grad(*this, src)) return grad_hooks<ConvertGradHooks>().copy_(*this, src);
-  check_writable(*this, "copy_");
   Tensor s = src.sizes() == sizes() ? src : src.expand(sizes());
   // The kernels read and write in one pass: a source sharing memory with self in another layout
   // (a.copy_(a.t()), a[1:].copy_(a[:-1])) would be read after parts of it were overwritten, so it
@@ -216,8 +220,8 @@ Tensor& Tensor::fill_(const Scalar& value) {
     });
     return *this;
   }
+  detail::check_writable(*this, "fill_");
   if (any_requires_grad(*this)) return grad_hooks<ConvertGradHooks>().fill_(*this, value);
-  check_writable(*this, "fill_");
   check_fits(value, dtype(), "fill_");
   kernels_for(*this, "fill_").fill(*this, value);
   storage()->bump_version();

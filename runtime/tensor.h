@@ -249,6 +249,14 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
+namespace detail {
+// The check every write into an existing tensor makes before writing (copy_, fill_, the in-place
+// binary ops): Error naming `op` when t's storage is read-only (imported from DLPack with the
+// read-only flag, runtime/interop.h) or when two of its indices reach one memory location (a
+// dim of stride 0, as expand makes).
+void check_writable(const Tensor& t, const char* op);
+}  // namespace detail
+
 // ---- template definitions ----
 
 template <typename T>

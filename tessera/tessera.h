@@ -35,6 +35,7 @@
 #include "runtime/error.h"
 #include "runtime/generator.h"
 #include "runtime/grad_mode.h"
+#include "runtime/interop.h"
 #include "runtime/ops.h"
 #include "runtime/parallel.h"
 #include "runtime/scalar.h"

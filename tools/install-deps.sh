@@ -20,6 +20,7 @@ packages=(
   "openmpi-bin:mpirun, for the MPI tests"
   "catch2:Catch2 2.13, tests"
   "libfmt-dev:fmt 9, formatting"
+  "libdlpack-dev:DLPack header, to_dlpack / from_dlpack"
 )
 
 missing=()

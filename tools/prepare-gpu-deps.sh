@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Copies the header-only dependencies of a Tessera build (Eigen 3.4, fmt 9, Catch2 2.x) from this
+# Copies the header-only dependencies of a Tessera build (Eigen 3.4, fmt 9, Catch2 2.x, DLPack) from this
 # machine's Debian packages into one folder laid out as an install prefix, for a machine that has
 # a compiler, CMake and CUDA but none of these packages and no network (the GPU machine). Point
 # the build at it with -DTESSERA_DEPS_DIR=<folder> (tools/gpu-check.sh does).
@@ -15,10 +15,12 @@ eigen_cmake=/usr/share/eigen3/cmake
 fmt_include=/usr/include/fmt
 catch2_include=/usr/include/catch2
 catch2_cmake=/usr/lib/cmake/Catch2
+dlpack_include=/usr/include/dlpack
 
 for path in "${eigen_include}/Eigen" "${eigen_cmake}/Eigen3Config.cmake" \
   "${fmt_include}/format-inl.h" "${catch2_include}/catch.hpp" "${catch2_cmake}/Catch.cmake" \
-  "${catch2_cmake}/CatchAddTests.cmake" "${catch2_cmake}/Catch2ConfigVersion.cmake"; do
+  "${catch2_cmake}/CatchAddTests.cmake" "${catch2_cmake}/Catch2ConfigVersion.cmake" \
+  "${dlpack_include}/dlpack.h"; do
   if [[ ! -e "${path}" ]]; then
     echo "prepare-gpu-deps: ${path} is missing; run tools/install-deps.sh first" >&2
     exit 1
@@ -62,8 +64,23 @@ list(APPEND CMAKE_MODULE_PATH "${CMAKE_CURRENT_LIST_DIR}")
 unset(_catch2_prefix)
 CMAKE
 
+# DLPack: one header. Debian's package files locate it from their multiarch folder, so a config
+# of its own defines dlpack::dlpack relative to this folder.
+cp -r "${dlpack_include}" "${dest}/include/dlpack"
+mkdir -p "${dest}/lib/cmake/dlpack"
+cat >"${dest}/lib/cmake/dlpack/dlpackConfig.cmake" <<'CMAKE'
+# DLPack, header-only (written by tools/prepare-gpu-deps.sh).
+get_filename_component(_dlpack_prefix "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)
+if(NOT TARGET dlpack::dlpack)
+  add_library(dlpack::dlpack INTERFACE IMPORTED)
+  set_target_properties(dlpack::dlpack PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES "${_dlpack_prefix}/include")
+endif()
+unset(_dlpack_prefix)
+CMAKE
+
 # Their licenses travel with them.
-for pkg in libeigen3-dev libfmt-dev catch2; do
+for pkg in libeigen3-dev libfmt-dev catch2 libdlpack-dev; do
   if [[ -f "/usr/share/doc/${pkg}/copyright" ]]; then
     mkdir -p "${dest}/share/doc/${pkg}"
     cp "/usr/share/doc/${pkg}/copyright" "${dest}/share/doc/${pkg}/"
@@ -72,6 +89,7 @@ done
 
 eigen_version=$(sed -n 's/^set (EIGEN3_VERSION_STRING *"\(.*\)")/\1/p' "${eigen_cmake}/Eigen3Config.cmake")
 fmt_version=$(sed -n 's/^# *define FMT_VERSION \([0-9]*\).*/\1/p' "${fmt_include}/core.h")
+dlpack_version=$(sed -n 's/^#define DLPACK_VERSION \([0-9]*\).*/\1/p' "${dlpack_include}/dlpack.h")
 catch2_version=$(sed -n 's/^set(PACKAGE_VERSION "\(.*\)")/\1/p' "${catch2_cmake}/Catch2ConfigVersion.cmake")
 cat >"${dest}/README.md" <<README
 # Tessera's header-only dependencies
@@ -85,6 +103,7 @@ tools/gpu-check.sh). Their Debian copyright files are in share/doc/.
 | Eigen | ${eigen_version} | include/eigen3, share/eigen3/cmake | ${eigen_include}, ${eigen_cmake} |
 | fmt | ${fmt_version} (FMT_VERSION) | include/fmt, used with FMT_HEADER_ONLY=1 | ${fmt_include} |
 | Catch2 | ${catch2_version} | include/catch2, lib/cmake/Catch2 (Catch2Config.cmake written here) | ${catch2_include}, ${catch2_cmake} |
+| DLPack | ${dlpack_version} (DLPACK_VERSION) | include/dlpack, lib/cmake/dlpack (dlpackConfig.cmake written here) | ${dlpack_include} |
 
 Not here: oneDNN (TESSERA_ONEDNN=OFF: the CPU matmul uses Eigen) and MPI (TESSERA_MPI=OFF).
 README

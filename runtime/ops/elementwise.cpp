@@ -182,9 +182,7 @@ Device check_inplace_args(BinaryOp op, const Tensor& self, const Tensor& other, 
                    " doesn't match the broadcast shape ", shape, " of ", self.sizes(), " and ",
                    other.sizes());
   }
-  TS_CHECK(!has_internal_overlap(self.sizes(), self.strides()), "[", label,
-           "] more than one element of the written-to tensor (shape ", self.sizes(), ", strides ",
-           self.strides(), ") refers to a single memory location; clone() it first");
+  detail::check_writable(self, dist_name(op, Variant::kInPlace));
   const Device device = common_device(label, {&self, &other});
   TS_CHECK_T(DeviceError, device == self.device(), "[", label, "] cannot write a result on ",
              other.device(), " into a tensor on ", self.device());
