@@ -1,8 +1,8 @@
-#include "autograd/autograd.h"
+#include "tessera/autograd/autograd.h"
 
-#include "autograd/autograd_meta.h"
-#include "autograd/engine.h"
-#include "runtime/ops.h"
+#include "tessera/autograd/autograd_meta.h"
+#include "tessera/autograd/engine.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::autograd {
 

@@ -5,7 +5,7 @@
 #include <optional>
 #include <vector>
 
-#include "runtime/tensor.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::autograd {
 

@@ -1,7 +1,7 @@
-#include "autograd/autograd_meta.h"
+#include "tessera/autograd/autograd_meta.h"
 
-#include "autograd/grad_accumulation.h"
-#include "runtime/grad_mode.h"
+#include "tessera/autograd/grad_accumulation.h"
+#include "tessera/runtime/grad_mode.h"
 
 namespace tessera::autograd {
 

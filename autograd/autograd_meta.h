@@ -6,8 +6,8 @@
 #include <mutex>
 #include <vector>
 
-#include "autograd/node.h"
-#include "runtime/tensor.h"
+#include "tessera/autograd/node.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::autograd {
 

@@ -1,11 +1,11 @@
-#include "autograd/engine.h"
+#include "tessera/autograd/engine.h"
 
 #include <cstdint>
 #include <iterator>
 #include <utility>
 
-#include "autograd/grad_accumulation.h"
-#include "runtime/grad_mode.h"
+#include "tessera/autograd/grad_accumulation.h"
+#include "tessera/runtime/grad_mode.h"
 
 namespace tessera::autograd {
 

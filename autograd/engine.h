@@ -9,8 +9,8 @@
 
 #include <vector>
 
-#include "autograd/node.h"
-#include "runtime/tensor.h"
+#include "tessera/autograd/node.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::autograd {
 

@@ -1,11 +1,11 @@
-#include "autograd/function.h"
+#include "tessera/autograd/function.h"
 
 #include <cxxabi.h>
 
 #include <cstdlib>
 #include <memory>
 
-#include "runtime/ops.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::autograd {
 

@@ -29,10 +29,10 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/autograd_meta.h"
-#include "autograd/node.h"
-#include "autograd/saved_tensor.h"
-#include "runtime/grad_mode.h"
+#include "tessera/autograd/autograd_meta.h"
+#include "tessera/autograd/node.h"
+#include "tessera/autograd/saved_tensor.h"
+#include "tessera/runtime/grad_mode.h"
 
 namespace tessera::autograd {
 

@@ -1,8 +1,8 @@
-#include "autograd/grad_accumulation.h"
+#include "tessera/autograd/grad_accumulation.h"
 
-#include "autograd/function.h"
-#include "runtime/autograd_hooks.h"
-#include "runtime/ops.h"
+#include "tessera/autograd/function.h"
+#include "tessera/runtime/autograd_hooks.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::autograd {
 

@@ -3,7 +3,7 @@
 // mode on) these record, through their own small Functions, so that a gradient summed from several
 // paths, or stored as a leaf's .grad(), can be differentiated again whatever ops have formulas.
 
-#include "runtime/tensor.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::autograd {
 

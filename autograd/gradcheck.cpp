@@ -1,9 +1,9 @@
-#include "autograd/gradcheck.h"
+#include "tessera/autograd/gradcheck.h"
 
 #include <cmath>
 
-#include "autograd/autograd.h"
-#include "runtime/ops.h"
+#include "tessera/autograd/autograd.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::autograd {
 

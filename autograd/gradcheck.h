@@ -4,7 +4,7 @@
 #include <functional>
 #include <vector>
 
-#include "runtime/tensor.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::autograd {
 

@@ -1,4 +1,4 @@
-#include "autograd/node.h"
+#include "tessera/autograd/node.h"
 
 #include <algorithm>
 #include <new>

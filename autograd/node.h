@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/tensor.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::autograd {
 

@@ -1,6 +1,6 @@
-#include "autograd/saved_tensor.h"
+#include "tessera/autograd/saved_tensor.h"
 
-#include "autograd/autograd_meta.h"
+#include "tessera/autograd/autograd_meta.h"
 
 namespace tessera::autograd {
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "autograd/node.h"
-#include "runtime/tensor.h"
+#include "tessera/autograd/node.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::autograd {
 

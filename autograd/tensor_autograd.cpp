@@ -1,11 +1,11 @@
 // The autograd methods of Tensor (declared in runtime/tensor.h).
 
-#include "autograd/autograd.h"
-#include "autograd/autograd_meta.h"
-#include "autograd/grad_accumulation.h"
-#include "runtime/distributed.h"
-#include "runtime/grad_mode.h"
-#include "runtime/ops.h"
+#include "tessera/autograd/autograd.h"
+#include "tessera/autograd/autograd_meta.h"
+#include "tessera/autograd/grad_accumulation.h"
+#include "tessera/runtime/distributed.h"
+#include "tessera/runtime/grad_mode.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera {
 

@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/amx_matmul.h"
-#include "kernels/cpu/omp_threads.h"
-#include "kernels/cpu/onednn_matmul.h"
+#include "tessera/kernels/cpu/amx_matmul.h"
+#include "tessera/kernels/cpu/omp_threads.h"
+#include "tessera/kernels/cpu/onednn_matmul.h"
 
 namespace tessera::bench {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "bench/fma_peak.h"
-#include "kernels/cpu/gemm_choice.h"
+#include "tessera/kernels/cpu/gemm_choice.h"
 #include "tessera/tessera.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

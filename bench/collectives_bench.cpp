@@ -35,7 +35,7 @@
 #include <mpi.h>
 #define TESSERA_BENCH_RAW_MPI 1
 // For the unchecked twin of the world (run_check_cost).
-#include "collectives/mpi/process_group_mpi.h"
+#include "tessera/collectives/mpi/process_group_mpi.h"
 #endif
 
 namespace {

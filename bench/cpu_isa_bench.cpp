@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "runtime/cpu_isa.h"
-#include "runtime/dispatch.h"
+#include "tessera/runtime/cpu_isa.h"
+#include "tessera/runtime/dispatch.h"
 
 namespace ts = tessera;
 

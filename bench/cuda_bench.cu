@@ -28,10 +28,10 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/cuda.h"
-#include "runtime/dispatch.h"
-#include "runtime/ops.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/cuda.h"
+#include "tessera/runtime/dispatch.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/tensor.h"
 
 namespace ts = tessera;
 

@@ -25,8 +25,8 @@
 #include "bench/bench_util.h"
 #include "bench/bf16_gemm_section.h"
 #include "bench/fma_peak.h"
-#include "kernels/cpu/gemm_choice.h"
-#include "kernels/cpu/narrow_matmul.h"
+#include "tessera/kernels/cpu/gemm_choice.h"
+#include "tessera/kernels/cpu/narrow_matmul.h"
 
 namespace ts = tessera;
 using ts::cpu::GemmBackend;

@@ -15,8 +15,8 @@
 
 #include "bench/bench_util.h"
 #include "bench/gemm_section.h"
-#include "runtime/dispatch.h"
-#include "runtime/ops/elementwise_grad.h"
+#include "tessera/runtime/dispatch.h"
+#include "tessera/runtime/ops/elementwise_grad.h"
 
 namespace ts = tessera;
 using ts::bench::time_median;

@@ -9,7 +9,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "runtime/parallel.h"
+#include "tessera/runtime/parallel.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TS_BENCH_AVX512_LOOPS 1

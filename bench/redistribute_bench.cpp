@@ -10,8 +10,8 @@
 
 #include "bench/alternating_timing.h"
 #include "bench/bench_util.h"
-#include "dtensor/debug/raw_collectives.h"
-#include "dtensor/redistribute/plan.h"
+#include "tessera/dtensor/debug/raw_collectives.h"
+#include "tessera/dtensor/redistribute/plan.h"
 
 namespace ts = tessera;
 

@@ -28,7 +28,7 @@
 
 #include "bench/fma_peak.h"
 #include "bench/training_steps.h"
-#include "kernels/cpu/gemm_choice.h"
+#include "tessera/kernels/cpu/gemm_choice.h"
 
 namespace ts = tessera;
 namespace steps = tessera::bench::steps;

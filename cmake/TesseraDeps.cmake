@@ -56,12 +56,27 @@ else()
   find_package(dlpack REQUIRED CONFIG)
 endif()
 
+# Note [One include root]
+# Every Tessera header is included as "tessera/<folder>/<file>.h", in the library as in the
+# engines that use it, and the only include directory Tessera gives a consumer is the one that
+# holds tessera/: an engine's own runtime/error.h (a common folder name) can never be taken for
+# Tessera's, nor the reverse. Installed, that is include/ with include/tessera/runtime/...; in the
+# build tree, build/include, whose tessera/ links each source folder (the sources keep their
+# repository paths, which the Notes and docs cite).
+set(TESSERA_BUILD_INCLUDE_DIR ${PROJECT_BINARY_DIR}/include)
+file(MAKE_DIRECTORY ${TESSERA_BUILD_INCLUDE_DIR}/tessera)
+foreach(entry runtime autograd collectives dtensor kernels tessera/tessera.h)
+  get_filename_component(name ${entry} NAME)
+  file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${entry} ${TESSERA_BUILD_INCLUDE_DIR}/tessera/${name}
+       SYMBOLIC)
+endforeach()
+
 # Headers every public Tessera header may include: fmt (formatting of Tensor, Shape, ...) and
 # DLPack's structs (runtime/interop.h).
 add_library(tessera_headers INTERFACE)
 target_include_directories(tessera_headers INTERFACE
-  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
-  $<INSTALL_INTERFACE:include/tessera>)
+  $<BUILD_INTERFACE:${TESSERA_BUILD_INCLUDE_DIR}>
+  $<INSTALL_INTERFACE:include>)
 target_compile_features(tessera_headers INTERFACE cxx_std_20)
 target_link_libraries(tessera_headers INTERFACE fmt::fmt dlpack::dlpack Threads::Threads)
 # fmt 9 drops constexpr from its functions under nvcc (__NVCC__), and its C++20 code then calls

@@ -13,9 +13,11 @@ install(TARGETS tessera tessera_headers EXPORT TesseraTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-# Public headers keep their repository-rooted paths: <tessera/tessera.h>, "runtime/tensor.h", ...
-install(DIRECTORY runtime autograd collectives dtensor tessera DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tessera
+# Public headers under include/tessera/, the package's only include directory (Note [One include
+# root] in cmake/TesseraDeps.cmake): <tessera/tessera.h>, <tessera/runtime/tensor.h>, ...
+install(DIRECTORY runtime autograd collectives dtensor DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tessera
   FILES_MATCHING PATTERN "*.h")
+install(FILES tessera/tessera.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tessera)
 install(EXPORT TesseraTargets NAMESPACE Tessera:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Tessera)
 configure_package_config_file(cmake/TesseraConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/TesseraConfig.cmake

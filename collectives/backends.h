@@ -3,7 +3,7 @@
 // between their sources and a seam that explains what is missing (mpi/no_mpi.cpp,
 // nccl/no_nccl.cpp), never by #ifdef.
 
-#include "collectives/dist.h"
+#include "tessera/collectives/dist.h"
 
 namespace tessera::dist::detail {
 

@@ -1,4 +1,4 @@
-#include "collectives/call.h"
+#include "tessera/collectives/call.h"
 
 #include <fmt/format.h>
 

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "collectives/observer.h"
-#include "collectives/process_group.h"
+#include "tessera/collectives/observer.h"
+#include "tessera/collectives/process_group.h"
 
 namespace tessera::dist::detail {
 

@@ -26,7 +26,7 @@
 #include <optional>
 #include <string>
 
-#include "collectives/process_group.h"
+#include "tessera/collectives/process_group.h"
 
 namespace tessera::dist {
 

@@ -4,8 +4,8 @@
 #include <mutex>
 #include <optional>
 
-#include "collectives/backends.h"
-#include "runtime/device.h"
+#include "tessera/collectives/backends.h"
+#include "tessera/runtime/device.h"
 
 namespace tessera::dist {
 

@@ -1,4 +1,4 @@
-#include "collectives/local_kernels.h"
+#include "tessera/collectives/local_kernels.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -9,9 +9,9 @@
 #include <emmintrin.h>
 #endif
 
-#include "runtime/dispatch.h"
-#include "runtime/half_convert.h"
-#include "runtime/parallel.h"
+#include "tessera/runtime/dispatch.h"
+#include "tessera/runtime/half_convert.h"
+#include "tessera/runtime/parallel.h"
 
 namespace tessera::dist::detail {
 

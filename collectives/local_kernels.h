@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "collectives/reduce_op.h"
-#include "runtime/dtype.h"
+#include "tessera/collectives/reduce_op.h"
+#include "tessera/runtime/dtype.h"
 
 namespace tessera::dist::detail {
 

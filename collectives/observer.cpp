@@ -1,4 +1,4 @@
-#include "collectives/observer.h"
+#include "tessera/collectives/observer.h"
 
 #include <algorithm>
 #include <utility>

@@ -8,8 +8,8 @@
 #include <ostream>
 #include <string_view>
 
-#include "collectives/reduce_op.h"
-#include "runtime/dtype.h"
+#include "tessera/collectives/reduce_op.h"
+#include "tessera/runtime/dtype.h"
 
 namespace tessera::dist {
 

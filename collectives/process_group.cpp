@@ -1,12 +1,12 @@
-#include "collectives/process_group.h"
+#include "tessera/collectives/process_group.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <numeric>
 
-#include "collectives/call.h"
-#include "collectives/staged_work.h"
+#include "tessera/collectives/call.h"
+#include "tessera/collectives/staged_work.h"
 
 namespace tessera::dist {
 

@@ -15,10 +15,10 @@
 #include <string_view>
 #include <vector>
 
-#include "collectives/observer.h"
-#include "collectives/reduce_op.h"
-#include "collectives/work.h"
-#include "runtime/tensor.h"
+#include "tessera/collectives/observer.h"
+#include "tessera/collectives/reduce_op.h"
+#include "tessera/collectives/work.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::dist {
 

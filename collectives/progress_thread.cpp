@@ -1,11 +1,11 @@
-#include "collectives/progress_thread.h"
+#include "tessera/collectives/progress_thread.h"
 
 #include <stdexcept>
 #include <string>
 #include <typeinfo>
 
-#include "runtime/error.h"
-#include "runtime/parallel.h"
+#include "tessera/runtime/error.h"
+#include "tessera/runtime/parallel.h"
 
 namespace tessera::dist {
 

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <thread>
 
-#include "collectives/work.h"
+#include "tessera/collectives/work.h"
 
 namespace tessera::dist::detail {
 

@@ -1,6 +1,6 @@
-#include "collectives/reduce_op.h"
+#include "tessera/collectives/reduce_op.h"
 
-#include "runtime/error.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera::dist {
 

@@ -7,7 +7,7 @@
 #include <ostream>
 #include <string_view>
 
-#include "runtime/dtype.h"
+#include "tessera/runtime/dtype.h"
 
 namespace tessera::dist {
 

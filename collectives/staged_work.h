@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "collectives/work.h"
-#include "runtime/tensor.h"
+#include "tessera/collectives/work.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::dist::detail {
 

@@ -1,7 +1,7 @@
-#include "dtensor/cross_entropy.h"
+#include "tessera/dtensor/cross_entropy.h"
 
-#include "dtensor/dtensor.h"
-#include "runtime/ops.h"
+#include "tessera/dtensor/dtensor.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::dtensor {
 

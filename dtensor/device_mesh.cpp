@@ -1,4 +1,4 @@
-#include "dtensor/device_mesh.h"
+#include "tessera/dtensor/device_mesh.h"
 
 #include <fmt/format.h>
 
@@ -6,8 +6,8 @@
 #include <set>
 #include <sstream>
 
-#include "collectives/dist.h"
-#include "runtime/error.h"
+#include "tessera/collectives/dist.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera {
 

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "collectives/process_group.h"
-#include "runtime/device.h"
-#include "runtime/shape.h"
+#include "tessera/collectives/process_group.h"
+#include "tessera/runtime/device.h"
+#include "tessera/runtime/shape.h"
 
 namespace tessera {
 

@@ -1,17 +1,17 @@
-#include "dtensor/dtensor.h"
+#include "tessera/dtensor/dtensor.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "collectives/call.h"
-#include "dtensor/dtensor_functions.h"
-#include "dtensor/dtensor_meta.h"
-#include "dtensor/metadata_agreement.h"
-#include "dtensor/redistribute/runs.h"
-#include "dtensor/spmd_types/local_types.h"
-#include "runtime/grad_mode.h"
-#include "runtime/ops.h"
+#include "tessera/collectives/call.h"
+#include "tessera/dtensor/dtensor_functions.h"
+#include "tessera/dtensor/dtensor_meta.h"
+#include "tessera/dtensor/metadata_agreement.h"
+#include "tessera/dtensor/redistribute/runs.h"
+#include "tessera/dtensor/spmd_types/local_types.h"
+#include "tessera/runtime/grad_mode.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera {
 

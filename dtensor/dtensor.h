@@ -18,9 +18,9 @@
 #include <ostream>
 #include <vector>
 
-#include "collectives/work.h"
-#include "dtensor/dtensor_spec.h"
-#include "runtime/tensor.h"
+#include "tessera/collectives/work.h"
+#include "tessera/dtensor/dtensor_spec.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera {
 

@@ -1,11 +1,11 @@
-#include "dtensor/dtensor_functions.h"
+#include "tessera/dtensor/dtensor_functions.h"
 
 #include <memory>
 #include <vector>
 
-#include "autograd/function.h"
-#include "dtensor/redistribute/plan.h"
-#include "runtime/grad_mode.h"
+#include "tessera/autograd/function.h"
+#include "tessera/dtensor/redistribute/plan.h"
+#include "tessera/runtime/grad_mode.h"
 
 namespace tessera::dtensor {
 

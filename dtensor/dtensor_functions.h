@@ -5,8 +5,8 @@
 #include <memory>
 #include <optional>
 
-#include "dtensor/dtensor.h"
-#include "dtensor/redistribute/execute.h"
+#include "tessera/dtensor/dtensor.h"
+#include "tessera/dtensor/redistribute/execute.h"
 
 namespace tessera::dtensor {
 

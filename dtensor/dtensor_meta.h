@@ -5,10 +5,10 @@
 #include <memory>
 #include <vector>
 
-#include "collectives/work.h"
-#include "dtensor/dtensor_spec.h"
-#include "runtime/distributed.h"
-#include "runtime/tensor.h"
+#include "tessera/collectives/work.h"
+#include "tessera/dtensor/dtensor_spec.h"
+#include "tessera/runtime/distributed.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::dtensor {
 

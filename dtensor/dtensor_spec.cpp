@@ -1,9 +1,9 @@
-#include "dtensor/dtensor_spec.h"
+#include "tessera/dtensor/dtensor_spec.h"
 
 #include <set>
 #include <sstream>
 
-#include "runtime/error.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera {
 

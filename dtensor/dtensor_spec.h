@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/device_mesh.h"
-#include "dtensor/placement.h"
-#include "dtensor/sharding.h"
-#include "runtime/dtype.h"
-#include "runtime/shape.h"
+#include "tessera/dtensor/device_mesh.h"
+#include "tessera/dtensor/placement.h"
+#include "tessera/dtensor/sharding.h"
+#include "tessera/runtime/dtype.h"
+#include "tessera/runtime/shape.h"
 
 namespace tessera {
 

@@ -1,12 +1,12 @@
-#include "dtensor/factories.h"
+#include "tessera/dtensor/factories.h"
 
 #include <memory>
 
-#include "dtensor/generator_sync.h"
-#include "dtensor/local_layout.h"
-#include "dtensor/redistribute/runs.h"
-#include "runtime/ops.h"
-#include "runtime/ops/random_runs.h"
+#include "tessera/dtensor/generator_sync.h"
+#include "tessera/dtensor/local_layout.h"
+#include "tessera/dtensor/redistribute/runs.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/ops/random_runs.h"
 
 namespace tessera::dtensor {
 

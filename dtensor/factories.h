@@ -11,9 +11,9 @@
 
 #include <optional>
 
-#include "dtensor/dtensor.h"
-#include "runtime/generator.h"
-#include "runtime/scalar.h"
+#include "tessera/dtensor/dtensor.h"
+#include "tessera/runtime/generator.h"
+#include "tessera/runtime/scalar.h"
 
 namespace tessera::dtensor {
 

@@ -1,8 +1,8 @@
-#include "dtensor/generator_sync.h"
+#include "tessera/dtensor/generator_sync.h"
 
 #include <vector>
 
-#include "runtime/ops.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::dtensor {
 namespace {

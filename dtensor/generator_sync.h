@@ -10,8 +10,8 @@
 // CommDebugMode shows; later ops on that mesh communicate nothing until the next manual_seed.
 // A random op on another mesh agrees again over that one.
 
-#include "dtensor/device_mesh.h"
-#include "runtime/generator.h"
+#include "tessera/dtensor/device_mesh.h"
+#include "tessera/runtime/generator.h"
 
 namespace tessera::dtensor {
 

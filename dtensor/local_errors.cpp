@@ -1,10 +1,10 @@
-#include "dtensor/local_errors.h"
+#include "tessera/dtensor/local_errors.h"
 
 #include <fmt/format.h>
 
 #include <typeinfo>
 
-#include "dtensor/placement.h"
+#include "tessera/dtensor/placement.h"
 
 namespace tessera::dtensor {
 

@@ -7,9 +7,9 @@
 #include <memory>
 #include <vector>
 
-#include "dtensor/dtensor_spec.h"
-#include "runtime/error.h"
-#include "runtime/tensor.h"
+#include "tessera/dtensor/dtensor_spec.h"
+#include "tessera/runtime/error.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::dtensor {
 

@@ -1,6 +1,6 @@
-#include "dtensor/local_layout.h"
+#include "tessera/dtensor/local_layout.h"
 
-#include "dtensor/generator_sync.h"
+#include "tessera/dtensor/generator_sync.h"
 
 namespace tessera::dtensor {
 

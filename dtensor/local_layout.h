@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "dtensor/dtensor_spec.h"
-#include "runtime/distributed.h"
+#include "tessera/dtensor/dtensor_spec.h"
+#include "tessera/runtime/distributed.h"
 
 namespace tessera::dtensor {
 

@@ -1,7 +1,7 @@
 // LossParallelGuard, and cross_entropy on logits sharded on the class dim while one is active
 // (torch.distributed.tensor.parallel.loss_parallel). See Note [Loss parallel cross_entropy].
 
-#include "dtensor/loss_parallel.h"
+#include "tessera/dtensor/loss_parallel.h"
 
 #include <any>
 #include <limits>
@@ -9,12 +9,12 @@
 #include <sstream>
 #include <string>
 
-#include "autograd/function.h"
-#include "dtensor/dtensor.h"
-#include "dtensor/dtensor_meta.h"
-#include "runtime/error.h"
-#include "runtime/grad_mode.h"
-#include "runtime/ops.h"
+#include "tessera/autograd/function.h"
+#include "tessera/dtensor/dtensor.h"
+#include "tessera/dtensor/dtensor_meta.h"
+#include "tessera/runtime/error.h"
+#include "tessera/runtime/grad_mode.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera {
 

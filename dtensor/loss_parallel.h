@@ -7,8 +7,8 @@
 #include <optional>
 #include <vector>
 
-#include "runtime/distributed.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/distributed.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera {
 

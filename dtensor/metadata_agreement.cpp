@@ -1,13 +1,13 @@
-#include "dtensor/metadata_agreement.h"
+#include "tessera/dtensor/metadata_agreement.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 
-#include "collectives/call.h"
-#include "runtime/error.h"
-#include "runtime/ops.h"
+#include "tessera/collectives/call.h"
+#include "tessera/runtime/error.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::dtensor {
 

@@ -1,11 +1,11 @@
-#include "dtensor/partial_factors.h"
+#include "tessera/dtensor/partial_factors.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "runtime/grad_mode.h"
-#include "runtime/ops.h"
+#include "tessera/runtime/grad_mode.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::dtensor {
 

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dtensor/dtensor_spec.h"
+#include "tessera/dtensor/dtensor_spec.h"
 
 namespace tessera::dtensor {
 

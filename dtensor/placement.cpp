@@ -1,8 +1,8 @@
-#include "dtensor/placement.h"
+#include "tessera/dtensor/placement.h"
 
 #include <fmt/format.h>
 
-#include "runtime/error.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera {
 

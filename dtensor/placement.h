@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/reduce_op.h"
+#include "tessera/collectives/reduce_op.h"
 
 namespace tessera {
 

@@ -1,4 +1,4 @@
-#include "dtensor/rule_check.h"
+#include "tessera/dtensor/rule_check.h"
 
 #include <fmt/format.h>
 
@@ -10,11 +10,11 @@
 #include <optional>
 #include <string>
 
-#include "dtensor/dtensor.h"
-#include "dtensor/dtensor_functions.h"
-#include "dtensor/local_layout.h"
-#include "runtime/grad_mode.h"
-#include "runtime/shape.h"
+#include "tessera/dtensor/dtensor.h"
+#include "tessera/dtensor/dtensor_functions.h"
+#include "tessera/dtensor/local_layout.h"
+#include "tessera/runtime/grad_mode.h"
+#include "tessera/runtime/shape.h"
 
 namespace tessera::dtensor {
 

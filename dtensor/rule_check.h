@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/dtensor_spec.h"
-#include "runtime/distributed.h"
-#include "runtime/generator.h"
+#include "tessera/dtensor/dtensor_spec.h"
+#include "tessera/runtime/distributed.h"
+#include "tessera/runtime/generator.h"
 
 namespace tessera::dtensor {
 

@@ -1,8 +1,8 @@
-#include "dtensor/sharding.h"
+#include "tessera/dtensor/sharding.h"
 
 #include <algorithm>
 
-#include "runtime/error.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera::dtensor {
 

@@ -20,8 +20,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "dtensor/placement.h"
-#include "runtime/shape.h"
+#include "tessera/dtensor/placement.h"
+#include "tessera/runtime/shape.h"
 
 namespace tessera::dtensor {
 

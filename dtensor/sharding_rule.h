@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/dtensor_spec.h"
-#include "runtime/distributed.h"
+#include "tessera/dtensor/dtensor_spec.h"
+#include "tessera/runtime/distributed.h"
 
 namespace tessera {
 

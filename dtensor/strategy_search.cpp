@@ -1,4 +1,4 @@
-#include "dtensor/strategy_search.h"
+#include "tessera/dtensor/strategy_search.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <unordered_set>
 
-#include "dtensor/rules/rule_table.h"
+#include "tessera/dtensor/rules/rule_table.h"
 
 namespace tessera::dtensor {
 

@@ -19,7 +19,7 @@
 #include <optional>
 #include <vector>
 
-#include "dtensor/sharding_rule.h"
+#include "tessera/dtensor/sharding_rule.h"
 
 namespace tessera::dtensor {
 

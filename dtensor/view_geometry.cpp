@@ -1,9 +1,9 @@
-#include "dtensor/view_geometry.h"
+#include "tessera/dtensor/view_geometry.h"
 
 #include <cstring>
 #include <vector>
 
-#include "runtime/grad_mode.h"
+#include "tessera/runtime/grad_mode.h"
 
 namespace tessera::dtensor {
 

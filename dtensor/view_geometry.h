@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "runtime/distributed.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/distributed.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::dtensor {
 

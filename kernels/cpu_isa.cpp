@@ -38,8 +38,8 @@
 #include <mutex>
 #include <string>
 
-#include "kernels/cpu/cpu_kernels.h"
-#include "runtime/error.h"
+#include "tessera/kernels/cpu/cpu_kernels.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera {
 

@@ -2,7 +2,7 @@
 // The CUDA kernels' entry into kernels/register.cpp: defined by kernels/cuda/register.cu in a
 // CUDA build and by kernels/no_cuda_kernels.cpp otherwise (see cmake/TesseraCuda.cmake).
 
-#include "runtime/dispatch.h"
+#include "tessera/runtime/dispatch.h"
 
 namespace tessera::cuda {
 

@@ -1,6 +1,6 @@
 // Built without the CUDA toolkit: no CUDA kernels (tensors on CUDA devices raise DeviceError).
 
-#include "kernels/cuda_seam.h"
+#include "tessera/kernels/cuda_seam.h"
 
 namespace tessera::cuda {
 

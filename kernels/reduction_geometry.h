@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/strided_dims.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/strided_dims.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::detail {
 

@@ -1,7 +1,7 @@
 // The one place that installs kernels into the runtime's tables (see runtime/dispatch.h).
 
-#include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cuda_seam.h"
+#include "tessera/kernels/cpu/cpu_kernels.h"
+#include "tessera/kernels/cuda_seam.h"
 
 namespace tessera::detail {
 

@@ -1,4 +1,4 @@
-#include "runtime/allocator.h"
+#include "tessera/runtime/allocator.h"
 
 #include <sys/mman.h>
 
@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-#include "runtime/error.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera {
 namespace detail {
@@ -75,8 +75,8 @@ void* system_alloc(size_t capacity) {
   size_t align = capacity >= kHugePage ? kHugePage : kMinBlock;
   void* p = std::aligned_alloc(align, (capacity + align - 1) / align * align);
   if (p == nullptr) {
-    throw OutOfMemoryError(concat_message("[cpu_alloc] out of memory allocating ", capacity,
-                                          " bytes"));
+    throw OutOfMemoryError(
+        concat_message("[cpu_alloc] out of memory allocating ", capacity, " bytes"));
   }
   if (capacity >= kHugePage) madvise(p, capacity, MADV_HUGEPAGE);
   return p;
@@ -120,7 +120,8 @@ CpuBlock cpu_alloc(size_t nbytes) {
   } else {
     p = detail::system_alloc(capacity);
   }
-  int64_t cur = st->current.fetch_add(static_cast<int64_t>(capacity)) + static_cast<int64_t>(capacity);
+  int64_t cur =
+      st->current.fetch_add(static_cast<int64_t>(capacity)) + static_cast<int64_t>(capacity);
   int64_t peak = st->peak.load(std::memory_order_relaxed);
   while (cur > peak && !st->peak.compare_exchange_weak(peak, cur)) {
   }

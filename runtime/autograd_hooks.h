@@ -22,8 +22,8 @@
 
 #include <vector>
 
-#include "runtime/grad_mode.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/grad_mode.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera {
 

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "runtime/device.h"
+#include "tessera/runtime/device.h"
 
 namespace tessera::cuda {
 

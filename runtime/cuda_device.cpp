@@ -2,7 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "runtime/device.h"
+#include "tessera/runtime/device.h"
 
 namespace tessera {
 

@@ -1,4 +1,4 @@
-#include "runtime/device.h"
+#include "tessera/runtime/device.h"
 
 namespace tessera {
 

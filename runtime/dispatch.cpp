@@ -1,4 +1,4 @@
-#include "runtime/dispatch.h"
+#include "tessera/runtime/dispatch.h"
 
 #include <mutex>
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/op_table.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/op_table.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera {
 

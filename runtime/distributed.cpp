@@ -1,4 +1,4 @@
-#include "runtime/distributed.h"
+#include "tessera/runtime/distributed.h"
 
 namespace tessera {
 

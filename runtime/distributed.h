@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/generator.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/generator.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera {
 

@@ -1,4 +1,4 @@
-#include "runtime/dtype.h"
+#include "tessera/runtime/dtype.h"
 
 #include <array>
 

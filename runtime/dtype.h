@@ -8,19 +8,19 @@
 #include <ostream>
 #include <string_view>
 
-#include "runtime/half.h"
+#include "tessera/runtime/half.h"
 
 namespace tessera {
 
 // X-macro of every dtype: (enumerator, C++ type, name). Order is the promotion lattice order.
-#define TS_FOR_EACH_DTYPE(X)   \
-  X(kBool, bool, "bool")        \
-  X(kUInt8, uint8_t, "uint8")   \
-  X(kInt32, int32_t, "int32")   \
-  X(kInt64, int64_t, "int64")   \
-  X(kFloat16, Half, "float16")  \
+#define TS_FOR_EACH_DTYPE(X)         \
+  X(kBool, bool, "bool")             \
+  X(kUInt8, uint8_t, "uint8")        \
+  X(kInt32, int32_t, "int32")        \
+  X(kInt64, int64_t, "int64")        \
+  X(kFloat16, Half, "float16")       \
   X(kBFloat16, BFloat16, "bfloat16") \
-  X(kFloat32, float, "float32") \
+  X(kFloat32, float, "float32")      \
   X(kFloat64, double, "float64")
 
 enum class DType : uint8_t {
@@ -57,9 +57,9 @@ std::ostream& operator<<(std::ostream& os, DType t);
 
 template <typename T>
 struct CppTypeToDType;
-#define TS_DTYPE_TRAIT(e, T, name) \
-  template <>                      \
-  struct CppTypeToDType<T> {       \
+#define TS_DTYPE_TRAIT(e, T, name)           \
+  template <>                                \
+  struct CppTypeToDType<T> {                 \
     static constexpr DType value = DType::e; \
   };
 TS_FOR_EACH_DTYPE(TS_DTYPE_TRAIT)

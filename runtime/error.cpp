@@ -1,4 +1,4 @@
-#include "runtime/error.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera::detail {
 

@@ -1,4 +1,4 @@
-#include "runtime/generator.h"
+#include "tessera/runtime/generator.h"
 
 namespace tessera {
 

@@ -8,7 +8,7 @@
 #include <array>
 #include <cstdint>
 
-#include "runtime/host_device.h"
+#include "tessera/runtime/host_device.h"
 
 namespace tessera {
 

@@ -1,4 +1,4 @@
-#include "runtime/grad_mode.h"
+#include "tessera/runtime/grad_mode.h"
 
 namespace tessera {
 

@@ -1,4 +1,4 @@
-#include "runtime/half_convert.h"
+#include "tessera/runtime/half_convert.h"
 
 #include <bit>
 #include <cstring>

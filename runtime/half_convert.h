@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "runtime/half.h"
+#include "tessera/runtime/half.h"
 
 namespace tessera::detail {
 

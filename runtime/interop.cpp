@@ -1,14 +1,14 @@
 // from_blob and the DLPack exchange (runtime/interop.h): tensors over memory Tessera does not own,
 // held by Storage::external, and exports that keep a Tensor's storage alive in manager_ctx.
 
-#include "runtime/interop.h"
+#include "tessera/runtime/interop.h"
 
 #include <limits>
 #include <memory>
 #include <string>
 #include <utility>
 
-#include "runtime/storage.h"
+#include "tessera/runtime/storage.h"
 
 namespace tessera {
 

@@ -21,10 +21,10 @@
 #include <functional>
 #include <optional>
 
-#include "runtime/dlpack.h"
-#include "runtime/shape.h"
-#include "runtime/tensor.h"
-#include "runtime/tensor_options.h"
+#include "tessera/runtime/dlpack.h"
+#include "tessera/runtime/shape.h"
+#include "tessera/runtime/tensor.h"
+#include "tessera/runtime/tensor_options.h"
 
 namespace tessera {
 

@@ -4,10 +4,10 @@
 
 #include <atomic>
 
-#include "runtime/cuda.h"
-#include "runtime/cuda/cuda_allocator.h"
-#include "runtime/device.h"
-#include "runtime/error.h"
+#include "tessera/runtime/cuda.h"
+#include "tessera/runtime/cuda/cuda_allocator.h"
+#include "tessera/runtime/device.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera {
 

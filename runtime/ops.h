@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/generator.h"
-#include "runtime/op_table.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/generator.h"
+#include "tessera/runtime/op_table.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera {
 
@@ -176,7 +176,8 @@ Tensor dropout(const Tensor& a, double p = 0.5, bool train = true, Generator* ge
 // query [..., L, E], key [..., S, E], value [..., S, Ev]; attn_mask bool (true = keep) or additive.
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const Tensor& attn_mask = {}, double dropout_p = 0.0,
-                                    bool is_causal = false, std::optional<double> scale = std::nullopt,
+                                    bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt,
                                     Generator* gen = nullptr);
 
 // ---- shape (runtime/ops/shape_ops.cpp) ----

@@ -1,4 +1,4 @@
-#include "runtime/parallel.h"
+#include "tessera/runtime/parallel.h"
 
 #include <omp.h>
 
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "runtime/error.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera {
 

@@ -2,7 +2,7 @@
 // How many saved operands a fused pointwise backward op reads (x only, or x and y), from the op
 // list in runtime/op_table.h: one definition for the dispatcher and the CPU and CUDA kernels.
 
-#include "runtime/op_table.h"
+#include "tessera/runtime/op_table.h"
 
 namespace tessera {
 

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <sstream>
 
-#include "runtime/distributed.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/distributed.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera {
 

@@ -1,10 +1,10 @@
-#include "runtime/scalar.h"
+#include "tessera/runtime/scalar.h"
 
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
-#include "runtime/error.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera {
 

@@ -6,7 +6,7 @@
 #include <ostream>
 #include <type_traits>
 
-#include "runtime/dtype.h"
+#include "tessera/runtime/dtype.h"
 
 namespace tessera {
 

@@ -1,11 +1,11 @@
-#include "runtime/shape.h"
+#include "tessera/runtime/shape.h"
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
 
-#include "runtime/error.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera {
 

@@ -1,8 +1,8 @@
-#include "runtime/storage.h"
+#include "tessera/runtime/storage.h"
 
 #include <utility>
 
-#include "runtime/error.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera {
 

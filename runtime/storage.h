@@ -9,9 +9,9 @@
 #include <functional>
 #include <memory>
 
-#include "runtime/allocator.h"
-#include "runtime/cuda/cuda_allocator.h"
-#include "runtime/device.h"
+#include "tessera/runtime/allocator.h"
+#include "tessera/runtime/cuda/cuda_allocator.h"
+#include "tessera/runtime/device.h"
 
 namespace tessera {
 

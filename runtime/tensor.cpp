@@ -1,10 +1,10 @@
-#include "runtime/tensor.h"
+#include "tessera/runtime/tensor.h"
 
-#include "runtime/autograd_hooks.h"
-#include "runtime/dispatch.h"
-#include "runtime/distributed.h"
-#include "runtime/ops/view_grad.h"
-#include "runtime/shared_pair_block.h"
+#include "tessera/runtime/autograd_hooks.h"
+#include "tessera/runtime/dispatch.h"
+#include "tessera/runtime/distributed.h"
+#include "tessera/runtime/ops/view_grad.h"
+#include "tessera/runtime/shared_pair_block.h"
 
 namespace tessera {
 

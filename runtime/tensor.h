@@ -12,12 +12,12 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/dtype.h"
-#include "runtime/error.h"
-#include "runtime/scalar.h"
-#include "runtime/shape.h"
-#include "runtime/storage.h"
-#include "runtime/tensor_options.h"
+#include "tessera/runtime/dtype.h"
+#include "tessera/runtime/error.h"
+#include "tessera/runtime/scalar.h"
+#include "tessera/runtime/shape.h"
+#include "tessera/runtime/storage.h"
+#include "tessera/runtime/tensor_options.h"
 
 namespace tessera {
 

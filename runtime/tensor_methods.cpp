@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/ops.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera {
 

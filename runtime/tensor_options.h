@@ -1,8 +1,8 @@
 #pragma once
 // TensorOptions: chainable creation options, as torch::TensorOptions.
 
-#include "runtime/device.h"
-#include "runtime/dtype.h"
+#include "tessera/runtime/device.h"
+#include "tessera/runtime/dtype.h"
 
 namespace tessera {
 

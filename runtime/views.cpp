@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <optional>
 
-#include "runtime/autograd_hooks.h"
-#include "runtime/distributed.h"
-#include "runtime/ops/view_grad.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/autograd_hooks.h"
+#include "tessera/runtime/distributed.h"
+#include "tessera/runtime/ops/view_grad.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera {
 

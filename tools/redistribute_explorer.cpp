@@ -18,10 +18,10 @@
 #include <string>
 
 #include "bench/alternating_timing.h"
-#include "dtensor/debug/comm_debug_mode.h"
-#include "dtensor/debug/raw_collectives.h"
-#include "dtensor/debug/visualize_sharding.h"
-#include "dtensor/redistribute/plan.h"
+#include "tessera/dtensor/debug/comm_debug_mode.h"
+#include "tessera/dtensor/debug/raw_collectives.h"
+#include "tessera/dtensor/debug/visualize_sharding.h"
+#include "tessera/dtensor/redistribute/plan.h"
 
 namespace ts = tessera;
 

@@ -1,12 +1,12 @@
 // Installs the elementwise family's slots (see Note [Recording ops for autograd]); the formulas
 // are in elementwise_unary.cpp, elementwise_binary.cpp and elementwise_inplace.cpp.
 
-#include "autograd/formulas/elementwise.h"
+#include "tessera/autograd/formulas/elementwise.h"
 
-#include "runtime/autograd_hooks.h"
-#include "runtime/distributed.h"
-#include "runtime/ops.h"
-#include "runtime/ops/elementwise_grad.h"
+#include "tessera/runtime/autograd_hooks.h"
+#include "tessera/runtime/distributed.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/ops/elementwise_grad.h"
 
 namespace tessera {
 

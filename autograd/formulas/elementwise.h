@@ -6,9 +6,9 @@
 #include <optional>
 #include <string>
 
-#include "autograd/formulas/formula.h"
-#include "runtime/op_table.h"
-#include "runtime/scalar.h"
+#include "tessera/autograd/formulas/formula.h"
+#include "tessera/runtime/op_table.h"
+#include "tessera/runtime/scalar.h"
 
 namespace tessera::autograd {
 

@@ -6,10 +6,10 @@
 #include <memory>
 #include <vector>
 
-#include "autograd/formulas/elementwise.h"
-#include "autograd/formulas/inplace.h"
-#include "runtime/ops.h"
-#include "runtime/ops/elementwise_grad.h"
+#include "tessera/autograd/formulas/elementwise.h"
+#include "tessera/autograd/formulas/inplace.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/ops/elementwise_grad.h"
 
 namespace tessera::autograd {
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "autograd/formulas/elementwise.h"
-#include "runtime/autograd_hooks.h"
-#include "runtime/ops.h"
-#include "runtime/ops/elementwise_grad.h"
+#include "tessera/autograd/formulas/elementwise.h"
+#include "tessera/runtime/autograd_hooks.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/ops/elementwise_grad.h"
 
 namespace tessera::autograd {
 

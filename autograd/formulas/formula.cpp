@@ -1,7 +1,7 @@
-#include "autograd/formulas/formula.h"
+#include "tessera/autograd/formulas/formula.h"
 
-#include "runtime/dtype.h"
-#include "runtime/ops.h"
+#include "tessera/runtime/dtype.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::autograd {
 

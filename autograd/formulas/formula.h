@@ -32,12 +32,12 @@
 #include <string>
 #include <vector>
 
-#include "autograd/autograd_meta.h"
-#include "autograd/node.h"
-#include "autograd/saved_tensor.h"
-#include "runtime/grad_mode.h"
-#include "runtime/shape.h"
-#include "runtime/tensor.h"
+#include "tessera/autograd/autograd_meta.h"
+#include "tessera/autograd/node.h"
+#include "tessera/autograd/saved_tensor.h"
+#include "tessera/runtime/grad_mode.h"
+#include "tessera/runtime/shape.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::autograd {
 

@@ -1,7 +1,7 @@
-#include "autograd/formulas/inplace.h"
+#include "tessera/autograd/formulas/inplace.h"
 
-#include "autograd/autograd_meta.h"
-#include "runtime/grad_mode.h"
+#include "tessera/autograd/autograd_meta.h"
+#include "tessera/runtime/grad_mode.h"
 
 namespace tessera::autograd {
 

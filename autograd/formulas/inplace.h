@@ -10,7 +10,7 @@
 
 #include <functional>
 
-#include "runtime/tensor.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::autograd {
 

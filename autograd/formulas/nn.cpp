@@ -1,6 +1,6 @@
-#include "autograd/formulas/elementwise.h"
-#include "autograd/formulas/nn_formulas.h"
-#include "runtime/ops/nn_internal.h"
+#include "tessera/autograd/formulas/elementwise.h"
+#include "tessera/autograd/formulas/nn_formulas.h"
+#include "tessera/runtime/ops/nn_internal.h"
 
 namespace tessera {
 

@@ -2,8 +2,8 @@
 // The nn family's formulas, one installer per file (autograd/formulas/nn_*.cpp), all called by
 // install_grad_hooks(NnGradHooks&) in autograd/formulas/nn.cpp.
 
-#include "runtime/ops/nn_grad.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/ops/nn_grad.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::autograd {
 

@@ -9,10 +9,10 @@
 #include <memory>
 #include <vector>
 
-#include "autograd/formulas/formula.h"
-#include "autograd/formulas/nn_formulas.h"
-#include "runtime/ops.h"
-#include "runtime/ops/nn_internal.h"
+#include "tessera/autograd/formulas/formula.h"
+#include "tessera/autograd/formulas/nn_formulas.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/ops/nn_internal.h"
 
 namespace tessera::autograd {
 

@@ -8,9 +8,9 @@
 #include <memory>
 #include <utility>
 
-#include "autograd/formulas/formula.h"
-#include "runtime/ops.h"
-#include "runtime/ops/reduction_grad.h"
+#include "tessera/autograd/formulas/formula.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/ops/reduction_grad.h"
 
 namespace tessera::autograd {
 

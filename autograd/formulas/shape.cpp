@@ -4,9 +4,9 @@
 
 #include <memory>
 
-#include "autograd/formulas/formula.h"
-#include "runtime/ops.h"
-#include "runtime/ops/view_grad.h"
+#include "tessera/autograd/formulas/formula.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/ops/view_grad.h"
 
 namespace tessera {
 

@@ -11,10 +11,10 @@
 #include <memory>
 #include <utility>
 
-#include "autograd/formulas/formula.h"
-#include "runtime/autograd_hooks.h"
-#include "runtime/ops.h"
-#include "runtime/ops/view_grad.h"
+#include "tessera/autograd/formulas/formula.h"
+#include "tessera/runtime/autograd_hooks.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/ops/view_grad.h"
 
 namespace tessera {
 

@@ -3,10 +3,10 @@
 
 #include <memory>
 
-#include "autograd/formulas/formula.h"
-#include "autograd/formulas/inplace.h"
-#include "runtime/ops.h"
-#include "runtime/ops/view_grad.h"
+#include "tessera/autograd/formulas/formula.h"
+#include "tessera/autograd/formulas/inplace.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/ops/view_grad.h"
 
 namespace tessera {
 

@@ -1,6 +1,6 @@
-#include "autograd/nn/activation.h"
+#include "tessera/autograd/nn/activation.h"
 
-#include "runtime/ops.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::nn {
 

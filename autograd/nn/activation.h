@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "autograd/nn/module.h"
+#include "tessera/autograd/nn/module.h"
 
 namespace tessera::nn {
 

@@ -1,6 +1,6 @@
-#include "autograd/nn/dropout.h"
+#include "tessera/autograd/nn/dropout.h"
 
-#include "runtime/ops.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::nn {
 

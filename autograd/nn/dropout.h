@@ -2,8 +2,8 @@
 // nn::Dropout (torch.nn.Dropout): in training mode, zeroes each element with probability p and
 // scales the others by 1/(1-p); in eval mode, the identity.
 
-#include "autograd/nn/module.h"
-#include "runtime/generator.h"
+#include "tessera/autograd/nn/module.h"
+#include "tessera/runtime/generator.h"
 
 namespace tessera::nn {
 

@@ -1,7 +1,7 @@
-#include "autograd/nn/embedding.h"
+#include "tessera/autograd/nn/embedding.h"
 
-#include "runtime/grad_mode.h"
-#include "runtime/ops.h"
+#include "tessera/runtime/grad_mode.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::nn {
 
@@ -16,8 +16,6 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, TensorOption
       "weight", randn({num_embeddings, embedding_dim}, options.requires_grad(false), gen));
 }
 
-Tensor Embedding::forward(const Tensor& indices) {
-  return embedding(parameter("weight"), indices);
-}
+Tensor Embedding::forward(const Tensor& indices) { return embedding(parameter("weight"), indices); }
 
 }  // namespace tessera::nn

@@ -1,9 +1,9 @@
-#include "autograd/nn/linear.h"
+#include "tessera/autograd/nn/linear.h"
 
 #include <cmath>
 
-#include "runtime/grad_mode.h"
-#include "runtime/ops.h"
+#include "tessera/runtime/grad_mode.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::nn {
 namespace {

@@ -3,9 +3,9 @@
 
 #include <cstdint>
 
-#include "autograd/nn/module.h"
-#include "runtime/generator.h"
-#include "runtime/tensor_options.h"
+#include "tessera/autograd/nn/module.h"
+#include "tessera/runtime/generator.h"
+#include "tessera/runtime/tensor_options.h"
 
 namespace tessera::nn {
 

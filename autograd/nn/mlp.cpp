@@ -1,8 +1,8 @@
-#include "autograd/nn/mlp.h"
+#include "tessera/autograd/nn/mlp.h"
 
-#include "autograd/nn/activation.h"
-#include "autograd/nn/dropout.h"
-#include "autograd/nn/linear.h"
+#include "tessera/autograd/nn/activation.h"
+#include "tessera/autograd/nn/dropout.h"
+#include "tessera/autograd/nn/linear.h"
 
 namespace tessera::nn {
 

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "autograd/nn/sequential.h"
-#include "runtime/generator.h"
-#include "runtime/tensor_options.h"
+#include "tessera/autograd/nn/sequential.h"
+#include "tessera/runtime/generator.h"
+#include "tessera/runtime/tensor_options.h"
 
 namespace tessera::nn {
 

@@ -1,10 +1,10 @@
-#include "autograd/nn/module.h"
+#include "tessera/autograd/nn/module.h"
 
 #include <functional>
 #include <unordered_set>
 
-#include "autograd/nn/parameter_utils.h"
-#include "runtime/grad_mode.h"
+#include "tessera/autograd/nn/parameter_utils.h"
+#include "tessera/runtime/grad_mode.h"
 
 namespace tessera::nn {
 namespace {

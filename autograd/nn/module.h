@@ -15,9 +15,9 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/device.h"
-#include "runtime/dtype.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/device.h"
+#include "tessera/runtime/dtype.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::nn {
 

@@ -1,11 +1,11 @@
 #pragma once
 // tessera::nn: modules (see autograd/nn/README.md).
 
-#include "autograd/nn/activation.h"
-#include "autograd/nn/dropout.h"
-#include "autograd/nn/embedding.h"
-#include "autograd/nn/linear.h"
-#include "autograd/nn/mlp.h"
-#include "autograd/nn/module.h"
-#include "autograd/nn/normalization.h"
-#include "autograd/nn/sequential.h"
+#include "tessera/autograd/nn/activation.h"
+#include "tessera/autograd/nn/dropout.h"
+#include "tessera/autograd/nn/embedding.h"
+#include "tessera/autograd/nn/linear.h"
+#include "tessera/autograd/nn/mlp.h"
+#include "tessera/autograd/nn/module.h"
+#include "tessera/autograd/nn/normalization.h"
+#include "tessera/autograd/nn/sequential.h"

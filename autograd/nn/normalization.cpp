@@ -1,7 +1,7 @@
-#include "autograd/nn/normalization.h"
+#include "tessera/autograd/nn/normalization.h"
 
-#include "runtime/grad_mode.h"
-#include "runtime/ops.h"
+#include "tessera/runtime/grad_mode.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::nn {
 namespace {
@@ -41,7 +41,8 @@ RMSNorm::RMSNorm(const Shape& normalized_shape, std::optional<double> eps, bool 
 }
 
 Tensor RMSNorm::forward(const Tensor& input) {
-  return rms_norm(input, normalized_shape_, weight_.defined() ? parameter("weight") : Tensor(), eps_);
+  return rms_norm(input, normalized_shape_, weight_.defined() ? parameter("weight") : Tensor(),
+                  eps_);
 }
 
 }  // namespace tessera::nn

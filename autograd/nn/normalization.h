@@ -4,9 +4,9 @@
 
 #include <optional>
 
-#include "autograd/nn/module.h"
-#include "runtime/shape.h"
-#include "runtime/tensor_options.h"
+#include "tessera/autograd/nn/module.h"
+#include "tessera/runtime/shape.h"
+#include "tessera/runtime/tensor_options.h"
 
 namespace tessera::nn {
 

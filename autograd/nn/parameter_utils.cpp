@@ -1,7 +1,7 @@
-#include "autograd/nn/parameter_utils.h"
+#include "tessera/autograd/nn/parameter_utils.h"
 
-#include "runtime/grad_mode.h"
-#include "runtime/ops.h"
+#include "tessera/runtime/grad_mode.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::nn {
 

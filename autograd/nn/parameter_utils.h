@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "runtime/tensor.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::nn {
 

@@ -1,4 +1,4 @@
-#include "autograd/nn/sequential.h"
+#include "tessera/autograd/nn/sequential.h"
 
 namespace tessera::nn {
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "autograd/nn/module.h"
+#include "tessera/autograd/nn/module.h"
 
 namespace tessera::nn {
 

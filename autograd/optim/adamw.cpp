@@ -1,8 +1,8 @@
-#include "autograd/optim/adamw.h"
+#include "tessera/autograd/optim/adamw.h"
 
 #include <cmath>
 
-#include "runtime/ops.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::optim {
 

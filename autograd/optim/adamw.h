@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "autograd/optim/optimizer.h"
+#include "tessera/autograd/optim/optimizer.h"
 
 namespace tessera::optim {
 

@@ -1,6 +1,6 @@
 #pragma once
 // tessera::optim: optimizers (see autograd/nn/README.md).
 
-#include "autograd/optim/adamw.h"
-#include "autograd/optim/optimizer.h"
-#include "autograd/optim/sgd.h"
+#include "tessera/autograd/optim/adamw.h"
+#include "tessera/autograd/optim/optimizer.h"
+#include "tessera/autograd/optim/sgd.h"

@@ -1,4 +1,4 @@
-#include "autograd/optim/optimizer.h"
+#include "tessera/autograd/optim/optimizer.h"
 
 namespace tessera::optim::detail {
 

@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/nn/parameter_utils.h"
-#include "runtime/grad_mode.h"
-#include "runtime/tensor.h"
+#include "tessera/autograd/nn/parameter_utils.h"
+#include "tessera/runtime/grad_mode.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::optim {
 

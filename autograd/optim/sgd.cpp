@@ -1,6 +1,6 @@
-#include "autograd/optim/sgd.h"
+#include "tessera/autograd/optim/sgd.h"
 
-#include "runtime/ops.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::optim {
 

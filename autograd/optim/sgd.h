@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "autograd/optim/optimizer.h"
+#include "tessera/autograd/optim/optimizer.h"
 
 namespace tessera::optim {
 

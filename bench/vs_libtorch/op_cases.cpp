@@ -5,7 +5,7 @@
 
 #include "bench/memory_rate.h"
 #include "bench/vs_libtorch/cases.h"
-#include "kernels/cpu/gemm_choice.h"
+#include "tessera/kernels/cpu/gemm_choice.h"
 
 namespace tessera::bench::vs_libtorch {
 

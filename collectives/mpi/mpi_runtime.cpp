@@ -1,4 +1,4 @@
-#include "collectives/mpi/mpi_runtime.h"
+#include "tessera/collectives/mpi/mpi_runtime.h"
 
 #include <climits>
 #include <condition_variable>
@@ -8,8 +8,8 @@
 #include <mutex>
 #include <thread>
 
-#include "collectives/dist.h"
-#include "runtime/error.h"
+#include "tessera/collectives/dist.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera::dist::detail {
 

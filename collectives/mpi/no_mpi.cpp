@@ -1,6 +1,6 @@
 // The mpi backend in a build without MPI (see collectives/backends.h).
 
-#include "collectives/backends.h"
+#include "tessera/collectives/backends.h"
 
 namespace tessera::dist::detail {
 

@@ -1,4 +1,4 @@
-#include "collectives/mpi/node_buffers.h"
+#include "tessera/collectives/mpi/node_buffers.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -9,7 +9,7 @@
 #include <atomic>
 #include <cstdio>
 
-#include "collectives/mpi/mpi_runtime.h"
+#include "tessera/collectives/mpi/mpi_runtime.h"
 
 namespace tessera::dist::detail {
 

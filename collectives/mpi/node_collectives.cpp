@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
-#include "collectives/local_kernels.h"
-#include "collectives/mpi/process_group_mpi.h"
+#include "tessera/collectives/local_kernels.h"
+#include "tessera/collectives/mpi/process_group_mpi.h"
 
 namespace tessera::dist::detail {
 

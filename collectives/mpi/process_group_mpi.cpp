@@ -1,4 +1,4 @@
-#include "collectives/mpi/process_group_mpi.h"
+#include "tessera/collectives/mpi/process_group_mpi.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,9 +9,9 @@
 #include <string_view>
 #include <thread>
 
-#include "collectives/backends.h"
-#include "collectives/local_kernels.h"
-#include "runtime/parallel.h"
+#include "tessera/collectives/backends.h"
+#include "tessera/collectives/local_kernels.h"
+#include "tessera/runtime/parallel.h"
 
 namespace tessera::dist::detail {
 

@@ -5,10 +5,10 @@
 #include <memory>
 #include <vector>
 
-#include "collectives/call.h"
-#include "collectives/mpi/mpi_runtime.h"
-#include "collectives/mpi/node_buffers.h"
-#include "collectives/progress_thread.h"
+#include "tessera/collectives/call.h"
+#include "tessera/collectives/mpi/mpi_runtime.h"
+#include "tessera/collectives/mpi/node_buffers.h"
+#include "tessera/collectives/progress_thread.h"
 
 namespace tessera::dist::detail {
 

@@ -13,7 +13,7 @@
 
 #include <optional>
 
-#include "collectives/process_group.h"
+#include "tessera/collectives/process_group.h"
 
 namespace tessera::dist {
 

@@ -5,9 +5,9 @@
 #include <cstring>
 #include <string>
 
-#include "collectives/backends.h"
-#include "collectives/nccl/nccl.h"
-#include "collectives/nccl/process_group_nccl.h"
+#include "tessera/collectives/backends.h"
+#include "tessera/collectives/nccl/nccl.h"
+#include "tessera/collectives/nccl/process_group_nccl.h"
 
 namespace tessera::dist {
 

@@ -1,8 +1,8 @@
 // The nccl backend in a build without CUDA and NCCL (see collectives/backends.h and
 // collectives/nccl/nccl.h).
 
-#include "collectives/backends.h"
-#include "collectives/nccl/nccl.h"
+#include "tessera/collectives/backends.h"
+#include "tessera/collectives/nccl/nccl.h"
 
 namespace tessera::dist::detail {
 

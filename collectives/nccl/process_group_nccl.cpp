@@ -1,4 +1,4 @@
-#include "collectives/nccl/process_group_nccl.h"
+#include "tessera/collectives/nccl/process_group_nccl.h"
 
 #include <fmt/format.h>
 
@@ -7,8 +7,8 @@
 #include <optional>
 #include <thread>
 
-#include "runtime/cuda/cuda_check.h"
-#include "runtime/cuda/current_stream.h"
+#include "tessera/runtime/cuda/cuda_check.h"
+#include "tessera/runtime/cuda/current_stream.h"
 
 namespace tessera::dist::detail {
 

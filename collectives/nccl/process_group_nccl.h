@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "collectives/call.h"
-#include "runtime/cuda.h"
+#include "tessera/collectives/call.h"
+#include "tessera/runtime/cuda.h"
 
 namespace tessera::dist::detail {
 

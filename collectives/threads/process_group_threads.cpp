@@ -1,12 +1,12 @@
-#include "collectives/threads/process_group_threads.h"
+#include "tessera/collectives/threads/process_group_threads.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
 
-#include "collectives/local_kernels.h"
-#include "collectives/threads/strided_runs.h"
+#include "tessera/collectives/local_kernels.h"
+#include "tessera/collectives/threads/strided_runs.h"
 
 namespace tessera::dist::detail {
 

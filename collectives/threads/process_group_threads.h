@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "collectives/threads/rendezvous.h"
+#include "tessera/collectives/threads/rendezvous.h"
 
 namespace tessera::dist::detail {
 

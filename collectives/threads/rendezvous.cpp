@@ -1,4 +1,4 @@
-#include "collectives/threads/rendezvous.h"
+#include "tessera/collectives/threads/rendezvous.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "collectives/local_kernels.h"
+#include "tessera/collectives/local_kernels.h"
 
 namespace tessera::dist::detail {
 

@@ -38,8 +38,8 @@
 #include <utility>
 #include <vector>
 
-#include "collectives/call.h"
-#include "collectives/progress_thread.h"
+#include "tessera/collectives/call.h"
+#include "tessera/collectives/progress_thread.h"
 
 // Note [Deadlocks among rank threads]
 // A rank that skips a collective, or ranks issuing collectives in different orders, leave every

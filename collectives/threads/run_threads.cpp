@@ -8,9 +8,9 @@
 #include <system_error>
 #include <thread>
 
-#include "collectives/backends.h"
-#include "collectives/threads/process_group_threads.h"
-#include "runtime/parallel.h"
+#include "tessera/collectives/backends.h"
+#include "tessera/collectives/threads/process_group_threads.h"
+#include "tessera/runtime/parallel.h"
 
 namespace tessera::dist {
 

@@ -1,10 +1,10 @@
-#include "collectives/threads/strided_runs.h"
+#include "tessera/collectives/threads/strided_runs.h"
 
 #include <algorithm>
 #include <utility>
 
-#include "collectives/local_kernels.h"
-#include "runtime/strided_dims.h"
+#include "tessera/collectives/local_kernels.h"
+#include "tessera/runtime/strided_dims.h"
 
 namespace tessera::dist::detail {
 

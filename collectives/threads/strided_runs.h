@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "collectives/local_kernels.h"
-#include "collectives/reduce_op.h"
-#include "runtime/tensor.h"
+#include "tessera/collectives/local_kernels.h"
+#include "tessera/collectives/reduce_op.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::dist::detail {
 

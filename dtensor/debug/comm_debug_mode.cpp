@@ -1,4 +1,4 @@
-#include "dtensor/debug/comm_debug_mode.h"
+#include "tessera/dtensor/debug/comm_debug_mode.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "collectives/process_group.h"
+#include "tessera/collectives/process_group.h"
 
 namespace tessera::debug {
 

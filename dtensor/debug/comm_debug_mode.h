@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/observer.h"
+#include "tessera/collectives/observer.h"
 
 namespace tessera::debug {
 

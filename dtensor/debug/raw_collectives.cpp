@@ -1,8 +1,8 @@
-#include "dtensor/debug/raw_collectives.h"
+#include "tessera/dtensor/debug/raw_collectives.h"
 
 #include <memory>
 
-#include "runtime/ops.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::debug {
 

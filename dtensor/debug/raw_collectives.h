@@ -8,7 +8,7 @@
 #include <functional>
 #include <vector>
 
-#include "dtensor/redistribute/plan.h"
+#include "tessera/dtensor/redistribute/plan.h"
 
 namespace tessera::debug {
 

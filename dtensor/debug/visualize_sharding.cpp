@@ -1,4 +1,4 @@
-#include "dtensor/debug/visualize_sharding.h"
+#include "tessera/dtensor/debug/visualize_sharding.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <iostream>
 #include <set>
 
-#include "runtime/error.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera::debug {
 

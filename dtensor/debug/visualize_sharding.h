@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "dtensor/dtensor.h"
+#include "tessera/dtensor/dtensor.h"
 
 namespace tessera::debug {
 

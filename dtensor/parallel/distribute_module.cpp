@@ -1,7 +1,7 @@
-#include "dtensor/parallel/distribute_module.h"
+#include "tessera/dtensor/parallel/distribute_module.h"
 
-#include "dtensor/dtensor.h"
-#include "runtime/grad_mode.h"
+#include "tessera/dtensor/dtensor.h"
+#include "tessera/runtime/grad_mode.h"
 
 namespace tessera {
 

@@ -5,10 +5,10 @@
 #include <functional>
 #include <string>
 
-#include "autograd/nn/module.h"
-#include "dtensor/device_mesh.h"
-#include "dtensor/placement.h"
-#include "runtime/tensor.h"
+#include "tessera/autograd/nn/module.h"
+#include "tessera/dtensor/device_mesh.h"
+#include "tessera/dtensor/placement.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera {
 

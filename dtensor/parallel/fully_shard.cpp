@@ -1,4 +1,4 @@
-#include "dtensor/parallel/fully_shard.h"
+#include "tessera/dtensor/parallel/fully_shard.h"
 
 #include <algorithm>
 #include <memory>
@@ -7,13 +7,13 @@
 #include <unordered_set>
 #include <vector>
 
-#include "autograd/function.h"
-#include "dtensor/dtensor.h"
-#include "dtensor/parallel/distribute_module.h"
-#include "dtensor/sharding.h"
-#include "runtime/dispatch.h"
-#include "runtime/grad_mode.h"
-#include "runtime/ops.h"
+#include "tessera/autograd/function.h"
+#include "tessera/dtensor/dtensor.h"
+#include "tessera/dtensor/parallel/distribute_module.h"
+#include "tessera/dtensor/sharding.h"
+#include "tessera/runtime/dispatch.h"
+#include "tessera/runtime/grad_mode.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera {
 

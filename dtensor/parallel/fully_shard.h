@@ -29,9 +29,9 @@
 
 #include <optional>
 
-#include "autograd/nn/module.h"
-#include "dtensor/device_mesh.h"
-#include "runtime/dtype.h"
+#include "tessera/autograd/nn/module.h"
+#include "tessera/dtensor/device_mesh.h"
+#include "tessera/runtime/dtype.h"
 
 namespace tessera {
 

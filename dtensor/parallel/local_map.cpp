@@ -1,8 +1,8 @@
-#include "dtensor/parallel/local_map.h"
+#include "tessera/dtensor/parallel/local_map.h"
 
-#include "dtensor/dtensor.h"
-#include "dtensor/metadata_agreement.h"
-#include "dtensor/spmd_types/local_types.h"
+#include "tessera/dtensor/dtensor.h"
+#include "tessera/dtensor/metadata_agreement.h"
+#include "tessera/dtensor/spmd_types/local_types.h"
 
 namespace tessera {
 

@@ -8,9 +8,9 @@
 #include <optional>
 #include <vector>
 
-#include "dtensor/device_mesh.h"
-#include "dtensor/placement.h"
-#include "runtime/tensor.h"
+#include "tessera/dtensor/device_mesh.h"
+#include "tessera/dtensor/placement.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera {
 

@@ -1,17 +1,17 @@
-#include "dtensor/parallel/parallelize.h"
+#include "tessera/dtensor/parallel/parallelize.h"
 
 #include <sstream>
 #include <tuple>
 #include <vector>
 
-#include "autograd/nn/embedding.h"
-#include "autograd/nn/linear.h"
-#include "dtensor/dtensor.h"
-#include "dtensor/dtensor_functions.h"
-#include "dtensor/dtensor_meta.h"
-#include "dtensor/parallel/distribute_module.h"
-#include "dtensor/spmd_types/checker.h"
-#include "runtime/grad_mode.h"
+#include "tessera/autograd/nn/embedding.h"
+#include "tessera/autograd/nn/linear.h"
+#include "tessera/dtensor/dtensor.h"
+#include "tessera/dtensor/dtensor_functions.h"
+#include "tessera/dtensor/dtensor_meta.h"
+#include "tessera/dtensor/parallel/distribute_module.h"
+#include "tessera/dtensor/spmd_types/checker.h"
+#include "tessera/runtime/grad_mode.h"
 
 namespace tessera {
 

@@ -22,9 +22,9 @@
 #include <variant>
 #include <vector>
 
-#include "autograd/nn/module.h"
-#include "dtensor/device_mesh.h"
-#include "dtensor/placement.h"
+#include "tessera/autograd/nn/module.h"
+#include "tessera/dtensor/device_mesh.h"
+#include "tessera/dtensor/placement.h"
 
 namespace tessera {
 

@@ -1,10 +1,10 @@
-#include "dtensor/redistribute/cost_model.h"
+#include "tessera/dtensor/redistribute/cost_model.h"
 
 #include <algorithm>
 #include <atomic>
 #include <mutex>
 
-#include "collectives/observer.h"
+#include "tessera/collectives/observer.h"
 
 namespace tessera::dtensor {
 

@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dtensor/redistribute/plan.h"
+#include "tessera/dtensor/redistribute/plan.h"
 
 namespace tessera::dtensor {
 

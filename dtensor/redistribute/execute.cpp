@@ -3,10 +3,10 @@
 // StridedShard need no special cases; the common layouts (the moved dim outermost, equal chunks)
 // take fast paths where the collective writes straight into the output.
 
-#include "dtensor/redistribute/execute.h"
+#include "tessera/dtensor/redistribute/execute.h"
 
-#include "dtensor/redistribute/runs.h"
-#include "runtime/ops.h"
+#include "tessera/dtensor/redistribute/runs.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::dtensor {
 

@@ -3,9 +3,9 @@
 
 #include <vector>
 
-#include "collectives/work.h"
-#include "dtensor/redistribute/plan.h"
-#include "runtime/tensor.h"
+#include "tessera/collectives/work.h"
+#include "tessera/dtensor/redistribute/plan.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::dtensor {
 

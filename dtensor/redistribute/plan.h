@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "collectives/call.h"
-#include "dtensor/dtensor_spec.h"
+#include "tessera/collectives/call.h"
+#include "tessera/dtensor/dtensor_spec.h"
 
 namespace tessera::dtensor {
 

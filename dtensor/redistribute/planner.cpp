@@ -23,10 +23,10 @@
 #include <string_view>
 #include <tuple>
 
-#include "collectives/dist.h"
-#include "dtensor/redistribute/cost_model.h"
-#include "dtensor/redistribute/plan.h"
-#include "runtime/error.h"
+#include "tessera/collectives/dist.h"
+#include "tessera/dtensor/redistribute/cost_model.h"
+#include "tessera/dtensor/redistribute/plan.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera::dtensor {
 

@@ -1,9 +1,9 @@
-#include "dtensor/redistribute/runs.h"
+#include "tessera/dtensor/redistribute/runs.h"
 
 #include <algorithm>
 
-#include "runtime/error.h"
-#include "runtime/ops.h"
+#include "tessera/runtime/error.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::dtensor {
 

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "dtensor/sharding.h"
-#include "runtime/tensor.h"
+#include "tessera/dtensor/sharding.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::dtensor {
 

@@ -1,8 +1,8 @@
 // Rules of cat and stack: every input sharded on the same dim other than the joined one (stack:
 // renumbered past the new dim), or every input Partial with one reduce op (joining is linear).
 
-#include "dtensor/rules/rule_table.h"
-#include "runtime/ops/join_shapes.h"
+#include "tessera/dtensor/rules/rule_table.h"
+#include "tessera/runtime/ops/join_shapes.h"
 
 namespace tessera::dtensor {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "dtensor/rules/rule_table.h"
+#include "tessera/dtensor/rules/rule_table.h"
 
 namespace tessera::dtensor {
 namespace {

@@ -6,8 +6,8 @@
 // class-sharded logits under LossParallelGuard: dtensor/loss_parallel.cpp);
 // scaled_dot_product_attention shards batch and head dims, or the query rows.
 
-#include "dtensor/rules/rule_table.h"
-#include "runtime/ops.h"
+#include "tessera/dtensor/rules/rule_table.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::dtensor {
 namespace {

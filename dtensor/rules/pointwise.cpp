@@ -21,8 +21,8 @@
 #include <cmath>
 #include <set>
 
-#include "dtensor/rules/rule_table.h"
-#include "runtime/op_table.h"
+#include "tessera/dtensor/rules/rule_table.h"
+#include "tessera/runtime/op_table.h"
 
 namespace tessera::dtensor {
 namespace {

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "dtensor/rules/rule_table.h"
+#include "tessera/dtensor/rules/rule_table.h"
 
 namespace tessera::dtensor {
 namespace {

@@ -1,4 +1,4 @@
-#include "dtensor/rules/rule_table.h"
+#include "tessera/dtensor/rules/rule_table.h"
 
 namespace tessera::dtensor {
 

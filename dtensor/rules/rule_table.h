@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/partial_factors.h"
-#include "dtensor/sharding_rule.h"
+#include "tessera/dtensor/partial_factors.h"
+#include "tessera/dtensor/sharding_rule.h"
 
 namespace tessera::dtensor {
 

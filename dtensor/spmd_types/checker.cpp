@@ -1,13 +1,13 @@
-#include "dtensor/spmd_types/checker.h"
+#include "tessera/dtensor/spmd_types/checker.h"
 
 #include <algorithm>
 #include <cstring>
 #include <optional>
 #include <sstream>
 
-#include "dtensor/local_layout.h"
-#include "dtensor/rules/rule_table.h"
-#include "dtensor/spmd_types/local_types.h"
+#include "tessera/dtensor/local_layout.h"
+#include "tessera/dtensor/rules/rule_table.h"
+#include "tessera/dtensor/spmd_types/local_types.h"
 
 namespace tessera::spmd::detail {
 

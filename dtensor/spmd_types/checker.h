@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/distributed.h"
+#include "tessera/runtime/distributed.h"
 
 namespace tessera::spmd::detail {
 

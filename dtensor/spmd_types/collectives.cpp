@@ -1,8 +1,8 @@
-#include "dtensor/spmd_types/collectives.h"
+#include "tessera/dtensor/spmd_types/collectives.h"
 
-#include "autograd/function.h"
-#include "dtensor/dtensor_functions.h"
-#include "runtime/ops.h"
+#include "tessera/autograd/function.h"
+#include "tessera/dtensor/dtensor_functions.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::spmd {
 

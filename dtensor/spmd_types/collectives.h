@@ -26,7 +26,7 @@
 
 #include <cstdint>
 
-#include "dtensor/spmd_types/local_types.h"
+#include "tessera/dtensor/spmd_types/local_types.h"
 
 namespace tessera::spmd {
 

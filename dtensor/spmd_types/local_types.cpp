@@ -1,8 +1,8 @@
-#include "dtensor/spmd_types/local_types.h"
+#include "tessera/dtensor/spmd_types/local_types.h"
 
 #include <typeinfo>
 
-#include "runtime/distributed.h"
+#include "tessera/runtime/distributed.h"
 
 namespace tessera::spmd {
 

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/device_mesh.h"
-#include "runtime/tensor.h"
+#include "tessera/dtensor/device_mesh.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::spmd {
 

@@ -30,23 +30,23 @@
 // slower); amx_bf16_preferred sends those to them and the rest to oneDNN. The bench prints both
 // on every run, and which one matmul takes, to re-check the line on another CPU.
 
-#include "kernels/cpu/amx_matmul.h"
+#include "tessera/kernels/cpu/amx_matmul.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cpu/gemm_tasks.h"
-#include "kernels/cpu/onednn_matmul.h"
+#include "tessera/kernels/cpu/gemm_tasks.h"
+#include "tessera/kernels/cpu/onednn_matmul.h"
 
 #if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
 #define TS_AMX_GEMM 1
 #include <immintrin.h>
 #include <sys/syscall.h>
 
-#include "kernels/cpu/avx512_lanes.h"
-#include "kernels/cpu/avx512_transpose.h"
+#include "tessera/kernels/cpu/avx512_lanes.h"
+#include "tessera/kernels/cpu/avx512_transpose.h"
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
 // GCC 12's avx512fintrin.h trips these wherever its intrinsics inline (GCC PR 105593), as in
 // tile_matmul.cpp.

@@ -2,7 +2,7 @@
 // Tessera's bfloat16 GEMM on Intel AMX tiles, taken before oneDNN for bfloat16 products where the
 // CPU has AMX (See Note [AMX bfloat16 products] in amx_matmul.cpp).
 
-#include "runtime/tensor.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::cpu {
 

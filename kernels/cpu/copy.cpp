@@ -2,9 +2,9 @@
 
 #include <cstring>
 
-#include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/loops.h"
-#include "kernels/cpu/transpose_copy.h"
+#include "tessera/kernels/cpu/cpu_kernels.h"
+#include "tessera/kernels/cpu/loops.h"
+#include "tessera/kernels/cpu/transpose_copy.h"
 
 namespace tessera::cpu {
 
@@ -42,26 +42,27 @@ void copy_kernel(const Tensor& dst, const Tensor& src) {
     using To = decltype(dst_tag);
     visit_dtype(src.dtype(), [&](auto src_tag) {
       using From = decltype(src_tag);
-      for_each_strided<2>({&dst, &src}, [](std::array<char*, 2> p, std::array<int64_t, 2> s,
-                                           int64_t n) {
-        if constexpr (std::is_same_v<To, From>) {
-          // Contiguous runs of one dtype (blocks of a larger tensor): memcpy per run.
-          if (s[0] == sizeof(To) && s[1] == sizeof(From)) {
-            std::memcpy(p[0], p[1], static_cast<size_t>(n) * sizeof(To));
-            return;
-          }
-        }
-        if (s[0] == sizeof(To) && s[1] == sizeof(From)) {
-          To* d = reinterpret_cast<To*>(p[0]);
-          const From* f = reinterpret_cast<const From*>(p[1]);
-          for (int64_t i = 0; i < n; ++i) d[i] = convert<To>(f[i]);
-        } else {
-          for (int64_t i = 0; i < n; ++i) {
-            *reinterpret_cast<To*>(p[0] + i * s[0]) =
-                convert<To>(*reinterpret_cast<const From*>(p[1] + i * s[1]));
-          }
-        }
-      });
+      for_each_strided<2>({&dst, &src},
+                          [](std::array<char*, 2> p, std::array<int64_t, 2> s, int64_t n) {
+                            if constexpr (std::is_same_v<To, From>) {
+                              // Contiguous runs of one dtype (blocks of a larger tensor): memcpy
+                              // per run.
+                              if (s[0] == sizeof(To) && s[1] == sizeof(From)) {
+                                std::memcpy(p[0], p[1], static_cast<size_t>(n) * sizeof(To));
+                                return;
+                              }
+                            }
+                            if (s[0] == sizeof(To) && s[1] == sizeof(From)) {
+                              To* d = reinterpret_cast<To*>(p[0]);
+                              const From* f = reinterpret_cast<const From*>(p[1]);
+                              for (int64_t i = 0; i < n; ++i) d[i] = convert<To>(f[i]);
+                            } else {
+                              for (int64_t i = 0; i < n; ++i) {
+                                *reinterpret_cast<To*>(p[0] + i * s[0]) =
+                                    convert<To>(*reinterpret_cast<const From*>(p[1] + i * s[1]));
+                              }
+                            }
+                          });
     });
   });
 }

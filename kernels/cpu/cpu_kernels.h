@@ -2,8 +2,8 @@
 // Registration of the CPU kernel families (one function per family, called from
 // kernels/register.cpp), so adding a family touches its own file and that one list.
 
-#include "runtime/cpu_isa.h"
-#include "runtime/dispatch.h"
+#include "tessera/runtime/cpu_isa.h"
+#include "tessera/runtime/dispatch.h"
 
 // The variant a file of the ISA families is being compiled as: CMake defines it for the AVX2 and
 // AVX-512 copies (kernels/CMakeLists.txt); the baseline build leaves it at kBaseline.

@@ -28,11 +28,11 @@
 #include <initializer_list>
 #include <unsupported/Eigen/SpecialFunctions>
 
-#include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/elementwise_functors.h"
-#include "kernels/cpu/elementwise_loops.h"
-#include "kernels/cpu/gelu_avx512.h"
-#include "kernels/cpu/stream_copy.h"
+#include "tessera/kernels/cpu/cpu_kernels.h"
+#include "tessera/kernels/cpu/elementwise_functors.h"
+#include "tessera/kernels/cpu/elementwise_loops.h"
+#include "tessera/kernels/cpu/gelu_avx512.h"
+#include "tessera/kernels/cpu/stream_copy.h"
 
 namespace tessera::cpu {
 

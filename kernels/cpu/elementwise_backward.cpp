@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <unsupported/Eigen/SpecialFunctions>
 
-#include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/elementwise_functors.h"
-#include "kernels/cpu/elementwise_loops.h"
-#include "kernels/cpu/gelu_avx512.h"
-#include "runtime/pointwise_grad_operands.h"
+#include "tessera/kernels/cpu/cpu_kernels.h"
+#include "tessera/kernels/cpu/elementwise_functors.h"
+#include "tessera/kernels/cpu/elementwise_loops.h"
+#include "tessera/kernels/cpu/gelu_avx512.h"
+#include "tessera/runtime/pointwise_grad_operands.h"
 
 namespace tessera::cpu {
 

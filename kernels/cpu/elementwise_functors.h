@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "runtime/half.h"
-#include "runtime/host_device.h"
-#include "runtime/op_table.h"
+#include "tessera/runtime/half.h"
+#include "tessera/runtime/host_device.h"
+#include "tessera/runtime/op_table.h"
 
 namespace tessera::cpu {
 

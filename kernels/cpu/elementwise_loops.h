@@ -8,12 +8,12 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cpu/loops.h"
-#include "runtime/dispatch.h"
-#include "runtime/half.h"
-#include "runtime/half_convert.h"
-#include "runtime/parallel.h"
-#include "runtime/tensor.h"
+#include "tessera/kernels/cpu/loops.h"
+#include "tessera/runtime/dispatch.h"
+#include "tessera/runtime/half.h"
+#include "tessera/runtime/half_convert.h"
+#include "tessera/runtime/parallel.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::cpu {
 

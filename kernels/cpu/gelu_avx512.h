@@ -29,8 +29,8 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/avx512_lanes.h"
-#include "kernels/cpu/gelu_tables.h"
+#include "tessera/kernels/cpu/avx512_lanes.h"
+#include "tessera/kernels/cpu/gelu_tables.h"
 
 namespace tessera::cpu {
 

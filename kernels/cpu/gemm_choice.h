@@ -9,7 +9,7 @@
 #include <optional>
 #include <string_view>
 
-#include "runtime/tensor.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::cpu {
 

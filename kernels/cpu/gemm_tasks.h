@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/onednn_matmul.h"
-#include "runtime/tensor.h"
+#include "tessera/kernels/cpu/onednn_matmul.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::cpu {
 

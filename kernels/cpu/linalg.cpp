@@ -20,16 +20,16 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cpu/amx_matmul.h"
-#include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/gemm_choice.h"
-#include "kernels/cpu/narrow_matmul.h"
-#include "kernels/cpu/omp_threads.h"
-#include "kernels/cpu/onednn_matmul.h"
-#include "kernels/cpu/openblas_matmul.h"
-#include "kernels/cpu/thread_team.h"
-#include "kernels/cpu/tile_matmul.h"
-#include "runtime/parallel.h"
+#include "tessera/kernels/cpu/amx_matmul.h"
+#include "tessera/kernels/cpu/cpu_kernels.h"
+#include "tessera/kernels/cpu/gemm_choice.h"
+#include "tessera/kernels/cpu/narrow_matmul.h"
+#include "tessera/kernels/cpu/omp_threads.h"
+#include "tessera/kernels/cpu/onednn_matmul.h"
+#include "tessera/kernels/cpu/openblas_matmul.h"
+#include "tessera/kernels/cpu/thread_team.h"
+#include "tessera/kernels/cpu/tile_matmul.h"
+#include "tessera/runtime/parallel.h"
 
 namespace tessera::cpu {
 

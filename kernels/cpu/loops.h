@@ -14,15 +14,15 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/parallel.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/parallel.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::cpu {
 
 template <size_t N>
 struct StridedGeometry {
-  std::vector<int64_t> sizes;                    // innermost last, after coalescing
-  std::vector<std::array<int64_t, N>> strides;   // bytes, per dim per operand
+  std::vector<int64_t> sizes;                   // innermost last, after coalescing
+  std::vector<std::array<int64_t, N>> strides;  // bytes, per dim per operand
   std::array<char*, N> base{};
 };
 

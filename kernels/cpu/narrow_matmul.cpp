@@ -19,15 +19,15 @@
 // when the CPU reports AVX-512F. `#pragma GCC unroll` keeps the accumulator arrays in registers
 // (without it GCC stored them to the stack on every step of K, at half the speed).
 
-#include "kernels/cpu/narrow_matmul.h"
+#include "tessera/kernels/cpu/narrow_matmul.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/avx512_lanes.h"
-#include "kernels/cpu/gemm_tasks.h"
-#include "kernels/cpu/onednn_matmul.h"
+#include "tessera/kernels/cpu/avx512_lanes.h"
+#include "tessera/kernels/cpu/gemm_tasks.h"
+#include "tessera/kernels/cpu/onednn_matmul.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TS_NARROW_GEMM 1

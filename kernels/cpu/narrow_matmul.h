@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "runtime/tensor.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::cpu {
 

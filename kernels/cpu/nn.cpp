@@ -5,8 +5,8 @@
 #include <Eigen/Core>
 #include <cstring>
 
-#include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/nn_rows.h"
+#include "tessera/kernels/cpu/cpu_kernels.h"
+#include "tessera/kernels/cpu/nn_rows.h"
 
 namespace tessera::cpu {
 

@@ -15,8 +15,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cpu/loops.h"
-#include "runtime/dispatch.h"
+#include "tessera/kernels/cpu/loops.h"
+#include "tessera/runtime/dispatch.h"
 
 namespace tessera::cpu {
 

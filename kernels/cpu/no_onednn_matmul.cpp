@@ -2,7 +2,7 @@
 // declined, so kernels/cpu/linalg.cpp computes float32 with another backend and bfloat16/float16
 // in float32.
 
-#include "kernels/cpu/onednn_matmul.h"
+#include "tessera/kernels/cpu/onednn_matmul.h"
 
 namespace tessera::cpu {
 

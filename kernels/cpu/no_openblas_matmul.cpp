@@ -1,7 +1,7 @@
 // The OpenBLAS seam in a build without OpenBLAS (see kernels/cpu/openblas_matmul.h): every
 // problem is declined, so kernels/cpu/linalg.cpp chooses among the other backends.
 
-#include "kernels/cpu/openblas_matmul.h"
+#include "tessera/kernels/cpu/openblas_matmul.h"
 
 namespace tessera::cpu {
 

@@ -8,9 +8,9 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/nn_rows.h"
-#include "runtime/ops.h"
+#include "tessera/kernels/cpu/cpu_kernels.h"
+#include "tessera/kernels/cpu/nn_rows.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera::cpu {
 

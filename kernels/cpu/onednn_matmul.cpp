@@ -1,7 +1,7 @@
 // oneDNN matmul: per-thread engine, stream and cache of primitives keyed by geometry. Also the
 // one seam where oneDNN's errors become tessera::Error (TS_DNNL_CALL).
 
-#include "kernels/cpu/onednn_matmul.h"
+#include "tessera/kernels/cpu/onednn_matmul.h"
 
 #include <omp.h>
 #include <oneapi/dnnl/dnnl_debug.h>

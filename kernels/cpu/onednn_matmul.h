@@ -10,7 +10,7 @@
 #include <optional>
 #include <vector>
 
-#include "runtime/tensor.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::cpu {
 

@@ -1,7 +1,7 @@
 // OpenBLAS sgemm, one OpenBLAS thread per call, split over the caller's OpenMP threads (See Note
 // [CPU float32 GEMM choice] in kernels/cpu/linalg.cpp for why).
 
-#include "kernels/cpu/openblas_matmul.h"
+#include "tessera/kernels/cpu/openblas_matmul.h"
 
 #include <cblas.h>
 
@@ -11,8 +11,8 @@
 #include <mutex>
 #include <vector>
 
-#include "kernels/cpu/gemm_tasks.h"
-#include "kernels/cpu/onednn_matmul.h"
+#include "tessera/kernels/cpu/gemm_tasks.h"
+#include "tessera/kernels/cpu/onednn_matmul.h"
 
 namespace tessera::cpu {
 

@@ -4,7 +4,7 @@
 // compiles no_openblas_matmul.cpp instead, which declines every problem. This header needs no
 // OpenBLAS headers.
 
-#include "runtime/tensor.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::cpu {
 

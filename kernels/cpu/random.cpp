@@ -31,9 +31,9 @@
 #include <numbers>
 #include <type_traits>
 
-#include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/loops.h"
-#include "runtime/generator.h"
+#include "tessera/kernels/cpu/cpu_kernels.h"
+#include "tessera/kernels/cpu/loops.h"
+#include "tessera/runtime/generator.h"
 
 namespace tessera::cpu {
 

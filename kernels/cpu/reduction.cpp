@@ -24,9 +24,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cpu/cpu_kernels.h"
-#include "kernels/reduction_geometry.h"
-#include "runtime/parallel.h"
+#include "tessera/kernels/cpu/cpu_kernels.h"
+#include "tessera/kernels/reduction_geometry.h"
+#include "tessera/runtime/parallel.h"
 
 namespace tessera::cpu {
 

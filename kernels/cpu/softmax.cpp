@@ -9,8 +9,8 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/nn_rows.h"
+#include "tessera/kernels/cpu/cpu_kernels.h"
+#include "tessera/kernels/cpu/nn_rows.h"
 
 namespace tessera::cpu {
 

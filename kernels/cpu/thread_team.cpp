@@ -14,7 +14,7 @@
 // prompt (rank threads whose teams together ask for more cores than there are) must not spin
 // away the budget at every trial.
 
-#include "kernels/cpu/thread_team.h"
+#include "tessera/kernels/cpu/thread_team.h"
 
 #include <omp.h>
 

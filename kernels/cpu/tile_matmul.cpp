@@ -39,7 +39,7 @@
 // them only where they win. Written with intrinsics under function target attributes, as the
 // narrow kernels (Note [Narrow float32 products] in narrow_matmul.cpp).
 
-#include "kernels/cpu/tile_matmul.h"
+#include "tessera/kernels/cpu/tile_matmul.h"
 
 #include <omp.h>
 
@@ -49,10 +49,10 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cpu/avx512_lanes.h"
-#include "kernels/cpu/avx512_transpose.h"
-#include "kernels/cpu/gemm_tasks.h"
-#include "kernels/cpu/onednn_matmul.h"
+#include "tessera/kernels/cpu/avx512_lanes.h"
+#include "tessera/kernels/cpu/avx512_transpose.h"
+#include "tessera/kernels/cpu/gemm_tasks.h"
+#include "tessera/kernels/cpu/onednn_matmul.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TS_TILE_GEMM 1

@@ -3,7 +3,7 @@
 // measured choice of kernels/cpu/linalg.cpp picks from (See Note [Register-tile float32
 // products] in tile_matmul.cpp).
 
-#include "runtime/tensor.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::cpu {
 

@@ -1,4 +1,4 @@
-#include "kernels/cpu/transpose_copy.h"
+#include "tessera/kernels/cpu/transpose_copy.h"
 
 #include <array>
 #include <bit>
@@ -9,9 +9,9 @@
 #include <xmmintrin.h>
 #endif
 
-#include "kernels/cpu/loops.h"
-#include "kernels/cpu/stream_copy.h"
-#include "runtime/parallel.h"
+#include "tessera/kernels/cpu/loops.h"
+#include "tessera/kernels/cpu/stream_copy.h"
+#include "tessera/runtime/parallel.h"
 
 namespace tessera::cpu {
 

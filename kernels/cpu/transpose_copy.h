@@ -2,7 +2,7 @@
 // Same-dtype copies between operands contiguous along different axes (see Note [Tiled transposed
 // copies] in transpose_copy.cpp).
 
-#include "runtime/tensor.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::cpu {
 

@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda/device_cast.cuh"
-#include "kernels/cuda/launch.cuh"
-#include "runtime/half.h"
+#include "tessera/kernels/cuda/device_cast.cuh"
+#include "tessera/kernels/cuda/launch.cuh"
+#include "tessera/runtime/half.h"
 
 namespace tessera::cuda {
 

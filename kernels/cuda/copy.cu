@@ -14,10 +14,10 @@
 
 #include <type_traits>
 
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/device_cast.cuh"
-#include "kernels/cuda/elementwise.cuh"
-#include "runtime/cuda.h"
+#include "tessera/kernels/cuda/cuda_kernels.h"
+#include "tessera/kernels/cuda/device_cast.cuh"
+#include "tessera/kernels/cuda/elementwise.cuh"
+#include "tessera/runtime/cuda.h"
 
 namespace tessera::cuda {
 

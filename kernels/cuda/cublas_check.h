@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "runtime/error.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera::cuda::detail {
 

@@ -2,7 +2,7 @@
 // Registration of the CUDA kernel families (one function per family, called from
 // kernels/cuda/register.cu), mirroring kernels/cpu/cpu_kernels.h.
 
-#include "runtime/dispatch.h"
+#include "tessera/runtime/dispatch.h"
 
 namespace tessera::cuda {
 

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cpu/elementwise_functors.h"
-#include "runtime/half.h"
+#include "tessera/kernels/cpu/elementwise_functors.h"
+#include "tessera/runtime/half.h"
 
 namespace tessera::cuda {
 

@@ -16,9 +16,9 @@
 #include <array>
 #include <cstdint>
 
-#include "kernels/cuda/launch.cuh"
-#include "runtime/cuda.h"
-#include "runtime/dispatch.h"
+#include "tessera/kernels/cuda/launch.cuh"
+#include "tessera/runtime/cuda.h"
+#include "tessera/runtime/dispatch.h"
 
 namespace tessera::cuda {
 

@@ -2,10 +2,10 @@
 // one input of a pointwise op in one pass. The scalar math is GradFn of
 // kernels/cpu/elementwise_functors.h, shared with the CPU kernel (Note [CUDA elementwise loops]).
 
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/device_cast.cuh"
-#include "kernels/cuda/elementwise.cuh"
-#include "runtime/pointwise_grad_operands.h"
+#include "tessera/kernels/cuda/cuda_kernels.h"
+#include "tessera/kernels/cuda/device_cast.cuh"
+#include "tessera/kernels/cuda/elementwise.cuh"
+#include "tessera/runtime/pointwise_grad_operands.h"
 
 namespace tessera::cuda {
 

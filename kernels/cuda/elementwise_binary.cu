@@ -1,9 +1,9 @@
 // CUDA binary ops and where, and the family's registration. The scalar math is
 // kernels/cpu/elementwise_functors.h, shared with the CPU kernels (Note [CUDA elementwise loops]).
 
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/device_cast.cuh"
-#include "kernels/cuda/elementwise.cuh"
+#include "tessera/kernels/cuda/cuda_kernels.h"
+#include "tessera/kernels/cuda/device_cast.cuh"
+#include "tessera/kernels/cuda/elementwise.cuh"
 
 namespace tessera::cuda {
 

@@ -1,8 +1,8 @@
 // CUDA unary ops and clamp. The scalar math is kernels/cpu/elementwise_functors.h, shared with the
 // CPU kernels; this file only maps it over memory (Note [CUDA elementwise loops]).
 
-#include "kernels/cuda/device_cast.cuh"
-#include "kernels/cuda/elementwise.cuh"
+#include "tessera/kernels/cuda/device_cast.cuh"
+#include "tessera/kernels/cuda/elementwise.cuh"
 
 namespace tessera::cuda {
 

@@ -14,10 +14,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/cuda/cuda_check.h"
-#include "runtime/cuda/current_stream.h"
-#include "runtime/error.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/cuda/cuda_check.h"
+#include "tessera/runtime/cuda/current_stream.h"
+#include "tessera/runtime/error.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::cuda {
 

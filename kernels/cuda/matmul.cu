@@ -22,11 +22,11 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/cuda/cublas_check.h"
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/device_cast.cuh"
-#include "kernels/cuda/launch.cuh"
-#include "runtime/cuda.h"
+#include "tessera/kernels/cuda/cublas_check.h"
+#include "tessera/kernels/cuda/cuda_kernels.h"
+#include "tessera/kernels/cuda/device_cast.cuh"
+#include "tessera/kernels/cuda/launch.cuh"
+#include "tessera/runtime/cuda.h"
 
 namespace tessera::cuda {
 

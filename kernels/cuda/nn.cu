@@ -17,9 +17,9 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <vector>
 
-#include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/nn_kernels.h"
+#include "tessera/kernels/cuda/block_reduce.cuh"
+#include "tessera/kernels/cuda/cuda_kernels.h"
+#include "tessera/kernels/cuda/nn_kernels.h"
 
 namespace tessera::cuda {
 

@@ -11,8 +11,8 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/launch.cuh"
-#include "runtime/dispatch.h"
+#include "tessera/kernels/cuda/launch.cuh"
+#include "tessera/runtime/dispatch.h"
 
 namespace tessera::cuda {
 

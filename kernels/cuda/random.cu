@@ -11,10 +11,10 @@
 #include <numbers>
 #include <type_traits>
 
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/device_cast.cuh"
-#include "kernels/cuda/launch.cuh"
-#include "runtime/generator.h"
+#include "tessera/kernels/cuda/cuda_kernels.h"
+#include "tessera/kernels/cuda/device_cast.cuh"
+#include "tessera/kernels/cuda/launch.cuh"
+#include "tessera/runtime/generator.h"
 
 namespace tessera::cuda {
 

@@ -25,10 +25,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/launch.cuh"
-#include "kernels/reduction_geometry.h"
+#include "tessera/kernels/cuda/block_reduce.cuh"
+#include "tessera/kernels/cuda/cuda_kernels.h"
+#include "tessera/kernels/cuda/launch.cuh"
+#include "tessera/kernels/reduction_geometry.h"
 
 namespace tessera::cuda {
 

@@ -1,7 +1,7 @@
 // The CUDA half of kernels/register.cpp (see kernels/cuda_seam.h).
 
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda_seam.h"
+#include "tessera/kernels/cuda/cuda_kernels.h"
+#include "tessera/kernels/cuda_seam.h"
 
 namespace tessera::cuda {
 

@@ -16,8 +16,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/nn_kernels.h"
+#include "tessera/kernels/cuda/block_reduce.cuh"
+#include "tessera/kernels/cuda/nn_kernels.h"
 
 namespace tessera::cuda {
 

@@ -1,7 +1,7 @@
 // The CUDA caching allocator and its statistics. See Note [CUDA caching allocator] in
 // runtime/cuda/cuda_allocator.h.
 
-#include "runtime/cuda/cuda_allocator.h"
+#include "tessera/runtime/cuda/cuda_allocator.h"
 
 #include <cuda_runtime_api.h>
 
@@ -12,10 +12,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/cuda.h"
-#include "runtime/cuda/cuda_check.h"
-#include "runtime/cuda/device_index.h"
-#include "runtime/error.h"
+#include "tessera/runtime/cuda.h"
+#include "tessera/runtime/cuda/cuda_check.h"
+#include "tessera/runtime/cuda/device_index.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera::cuda {
 namespace {

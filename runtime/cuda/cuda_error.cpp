@@ -2,8 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "runtime/cuda/cuda_check.h"
-#include "runtime/error.h"
+#include "tessera/runtime/cuda/cuda_check.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera::cuda::detail {
 

@@ -4,7 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "runtime/cuda.h"
+#include "tessera/runtime/cuda.h"
 
 namespace tessera::cuda {
 

@@ -4,9 +4,9 @@
 
 #include <utility>
 
-#include "runtime/cuda.h"
-#include "runtime/cuda/cuda_check.h"
-#include "runtime/error.h"
+#include "tessera/runtime/cuda.h"
+#include "tessera/runtime/cuda/cuda_check.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera::cuda {
 namespace {

@@ -4,10 +4,10 @@
 
 #include <vector>
 
-#include "runtime/cuda.h"
-#include "runtime/cuda/cuda_check.h"
-#include "runtime/cuda/device_index.h"
-#include "runtime/error.h"
+#include "tessera/runtime/cuda.h"
+#include "tessera/runtime/cuda/cuda_check.h"
+#include "tessera/runtime/cuda/device_index.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera::cuda {
 namespace {

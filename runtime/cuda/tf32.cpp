@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include "runtime/cuda.h"
+#include "tessera/runtime/cuda.h"
 
 namespace tessera::cuda {
 namespace {

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "runtime/distributed.h"
-#include "runtime/ops.h"
+#include "tessera/runtime/distributed.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera {
 

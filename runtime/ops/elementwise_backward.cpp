@@ -11,12 +11,12 @@
 
 #include <utility>
 
-#include "runtime/dispatch.h"
-#include "runtime/distributed.h"
-#include "runtime/ops.h"
-#include "runtime/ops/elementwise_grad.h"
-#include "runtime/ops/promotion.h"
-#include "runtime/pointwise_grad_operands.h"
+#include "tessera/runtime/dispatch.h"
+#include "tessera/runtime/distributed.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/ops/elementwise_grad.h"
+#include "tessera/runtime/ops/promotion.h"
+#include "tessera/runtime/pointwise_grad_operands.h"
 
 namespace tessera {
 

@@ -10,9 +10,9 @@
 #include <optional>
 #include <string>
 
-#include "runtime/op_table.h"
-#include "runtime/scalar.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/op_table.h"
+#include "tessera/runtime/scalar.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera {
 

@@ -7,9 +7,9 @@
 #include <type_traits>
 #include <utility>
 
-#include "runtime/dispatch.h"
-#include "runtime/distributed.h"
-#include "runtime/ops.h"
+#include "tessera/runtime/dispatch.h"
+#include "tessera/runtime/distributed.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera {
 

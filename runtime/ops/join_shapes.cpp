@@ -1,6 +1,6 @@
-#include "runtime/ops/join_shapes.h"
+#include "tessera/runtime/ops/join_shapes.h"
 
-#include "runtime/error.h"
+#include "tessera/runtime/error.h"
 
 namespace tessera::detail {
 

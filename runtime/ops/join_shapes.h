@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/shape.h"
+#include "tessera/runtime/shape.h"
 
 namespace tessera::detail {
 

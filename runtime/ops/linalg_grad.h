@@ -3,7 +3,7 @@
 // filled by autograd/formulas/linalg.cpp. linear records as its parts (matmul, add) when it must.
 // See Note [Recording ops for autograd] in runtime/autograd_hooks.h.
 
-#include "runtime/tensor.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera {
 

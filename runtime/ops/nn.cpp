@@ -8,11 +8,11 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/dispatch.h"
-#include "runtime/distributed.h"
-#include "runtime/ops.h"
-#include "runtime/ops/nn_grad.h"
-#include "runtime/ops/nn_internal.h"
+#include "tessera/runtime/dispatch.h"
+#include "tessera/runtime/distributed.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/ops/nn_grad.h"
+#include "tessera/runtime/ops/nn_internal.h"
 
 namespace tessera {
 

@@ -14,10 +14,10 @@
 
 #include <vector>
 
-#include "runtime/dispatch.h"
-#include "runtime/ops.h"
-#include "runtime/ops/elementwise_grad.h"
-#include "runtime/ops/nn_internal.h"
+#include "tessera/runtime/dispatch.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/ops/elementwise_grad.h"
+#include "tessera/runtime/ops/nn_internal.h"
 
 namespace tessera::detail {
 

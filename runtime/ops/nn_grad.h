@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "runtime/autograd_hooks.h"
-#include "runtime/ops.h"
+#include "tessera/runtime/autograd_hooks.h"
+#include "tessera/runtime/ops.h"
 
 namespace tessera {
 

@@ -8,9 +8,9 @@
 #include <optional>
 #include <utility>
 
-#include "runtime/generator.h"
-#include "runtime/ops.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/generator.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::detail {
 

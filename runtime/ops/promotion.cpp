@@ -1,6 +1,6 @@
 // See Note [Result type] in runtime/ops/promotion.h.
 
-#include "runtime/ops/promotion.h"
+#include "tessera/runtime/ops/promotion.h"
 
 namespace tessera {
 

@@ -11,9 +11,9 @@
 
 #include <optional>
 
-#include "runtime/dtype.h"
-#include "runtime/scalar.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/dtype.h"
+#include "tessera/runtime/scalar.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera {
 

@@ -20,12 +20,12 @@
 #include <limits>
 #include <utility>
 
-#include "runtime/dispatch.h"
-#include "runtime/distributed.h"
-#include "runtime/ops.h"
-#include "runtime/ops/nn_grad.h"
-#include "runtime/ops/nn_internal.h"
-#include "runtime/ops/random_runs.h"
+#include "tessera/runtime/dispatch.h"
+#include "tessera/runtime/distributed.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/ops/nn_grad.h"
+#include "tessera/runtime/ops/nn_internal.h"
+#include "tessera/runtime/ops/random_runs.h"
 
 namespace tessera {
 

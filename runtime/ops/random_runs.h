@@ -5,9 +5,9 @@
 
 #include <vector>
 
-#include "runtime/distributed.h"
-#include "runtime/generator.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/distributed.h"
+#include "tessera/runtime/generator.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::detail {
 

@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/autograd_hooks.h"
-#include "runtime/dispatch.h"
-#include "runtime/distributed.h"
-#include "runtime/ops.h"
-#include "runtime/ops/reduction_grad.h"
+#include "tessera/runtime/autograd_hooks.h"
+#include "tessera/runtime/dispatch.h"
+#include "tessera/runtime/distributed.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/ops/reduction_grad.h"
 
 namespace tessera {
 

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/dtype.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/dtype.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera {
 

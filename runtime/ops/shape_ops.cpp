@@ -3,11 +3,11 @@
 
 #include <algorithm>
 
-#include "runtime/autograd_hooks.h"
-#include "runtime/distributed.h"
-#include "runtime/ops.h"
-#include "runtime/ops/join_shapes.h"
-#include "runtime/ops/view_grad.h"
+#include "tessera/runtime/autograd_hooks.h"
+#include "tessera/runtime/distributed.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/ops/join_shapes.h"
+#include "tessera/runtime/ops/view_grad.h"
 
 namespace tessera {
 

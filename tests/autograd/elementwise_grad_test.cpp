@@ -3,7 +3,7 @@
 // special cases (pow at 0, ties of maximum/minimum, clamp bounds), grad_fn names, dtypes of mixed
 // precision gradients, and the ops that never record.
 
-#include "runtime/ops/elementwise_grad.h"
+#include "tessera/runtime/ops/elementwise_grad.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>

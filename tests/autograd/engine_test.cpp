@@ -5,7 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "runtime/autograd_hooks.h"
+#include "tessera/runtime/autograd_hooks.h"
 #include "tests/autograd/test_functions.h"
 
 namespace tessera::autograd_test {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/ops/elementwise_grad.h"
+#include "tessera/runtime/ops/elementwise_grad.h"
 #include "tests/autograd/op_inputs.h"
 #include "tests/autograd/test_functions.h"
 

@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/dispatch.h"
-#include "runtime/ops/nn_internal.h"
-#include "runtime/parallel.h"
+#include "tessera/runtime/dispatch.h"
+#include "tessera/runtime/ops/nn_internal.h"
+#include "tessera/runtime/parallel.h"
 #include "tests/autograd/op_inputs.h"
 
 namespace tessera::autograd_test {

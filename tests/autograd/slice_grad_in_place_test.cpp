@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "runtime/allocator.h"
+#include "tessera/runtime/allocator.h"
 #include "tests/autograd/op_inputs.h"
 
 namespace tessera::autograd_test {

@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "autograd/autograd_meta.h"
+#include "tessera/autograd/autograd_meta.h"
 #include "tests/autograd/op_inputs.h"
 
 namespace tessera::autograd_test {

@@ -18,7 +18,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "runtime/dispatch.h"
+#include "tessera/runtime/dispatch.h"
 #include "tessera/tessera.h"
 
 namespace coll_test {

@@ -8,8 +8,8 @@
 #include <system_error>
 #include <typeinfo>
 
-#include "collectives/progress_thread.h"
-#include "runtime/error.h"
+#include "tessera/collectives/progress_thread.h"
+#include "tessera/runtime/error.h"
 
 using tessera::dist::detail::FutureWork;
 

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "collectives/dist.h"
+#include "tessera/collectives/dist.h"
 
 namespace dist = tessera::dist;
 

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cuda.h"
-#include "runtime/dispatch.h"
-#include "runtime/ops.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/cuda.h"
+#include "tessera/runtime/dispatch.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/tensor.h"
 #include "tests/cuda/cuda_compare.h"
 #include "tests/cuda/cuda_test_util.h"
 

@@ -7,8 +7,8 @@
 #include <functional>
 #include <string>
 
-#include "runtime/ops.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/tensor.h"
 
 namespace cuda_test {
 

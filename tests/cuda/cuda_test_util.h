@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "runtime/device.h"
+#include "tessera/runtime/device.h"
 
 #define TS_REQUIRE_CUDA_DEVICE()                                                          \
   do {                                                                                    \

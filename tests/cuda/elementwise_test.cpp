@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/ops.h"
-#include "runtime/ops/elementwise_grad.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/ops/elementwise_grad.h"
+#include "tessera/runtime/tensor.h"
 #include "tests/cuda/cuda_compare.h"
 #include "tests/cuda/cuda_test_util.h"
 

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <string>
 
-#include "runtime/cuda.h"
-#include "runtime/ops.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/cuda.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/tensor.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace {

@@ -6,7 +6,7 @@
 // Rank threads never call Catch2 (its assertions are not thread-safe): they throw on the first
 // mismatch and run_threads rethrows it.
 
-#include "collectives/nccl/nccl.h"
+#include "tessera/collectives/nccl/nccl.h"
 
 #include <fmt/format.h>
 

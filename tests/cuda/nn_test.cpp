@@ -12,11 +12,11 @@
 #include <tuple>
 #include <vector>
 
-#include "autograd/autograd.h"
-#include "runtime/dispatch.h"
-#include "runtime/ops.h"
-#include "runtime/ops/nn_internal.h"
-#include "runtime/tensor.h"
+#include "tessera/autograd/autograd.h"
+#include "tessera/runtime/dispatch.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/ops/nn_internal.h"
+#include "tessera/runtime/tensor.h"
 #include "tests/cuda/cuda_compare.h"
 #include "tests/cuda/cuda_test_util.h"
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/ops.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/tensor.h"
 #include "tests/cuda/cuda_compare.h"
 #include "tests/cuda/cuda_test_util.h"
 

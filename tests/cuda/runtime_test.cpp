@@ -6,10 +6,10 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/cuda.h"
-#include "runtime/error.h"
-#include "runtime/storage.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/cuda.h"
+#include "tessera/runtime/error.h"
+#include "tessera/runtime/storage.h"
+#include "tessera/runtime/tensor.h"
 #include "tests/cuda/cuda_test_util.h"
 
 using namespace tessera;

@@ -6,7 +6,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "dtensor/spmd_types/collectives.h"
+#include "tessera/dtensor/spmd_types/collectives.h"
 #include "tests/dtensor/dtensor_ops_expect.h"
 
 namespace tessera::dtensor_test {

@@ -4,9 +4,9 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "dtensor/debug/comm_debug_mode.h"
-#include "dtensor/redistribute/cost_model.h"
-#include "dtensor/redistribute/plan.h"
+#include "tessera/dtensor/debug/comm_debug_mode.h"
+#include "tessera/dtensor/redistribute/cost_model.h"
+#include "tessera/dtensor/redistribute/plan.h"
 #include "tests/dtensor/dtensor_test_util.h"
 
 namespace tessera::dtensor_test {

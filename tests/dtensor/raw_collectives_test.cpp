@@ -3,7 +3,7 @@
 // and empty dims included: every rank must pass buffers of one size, or the threads backend
 // raises (issue 62: every uneven Shard -> Shard transition failed on 2 to 4 ranks).
 
-#include "dtensor/debug/raw_collectives.h"
+#include "tessera/dtensor/debug/raw_collectives.h"
 
 #include <catch2/catch.hpp>
 

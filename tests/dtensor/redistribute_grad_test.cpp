@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "autograd/autograd.h"
+#include "tessera/autograd/autograd.h"
 #include "tests/dtensor/placement_cases.h"
 
 namespace tessera::dtensor_test {

@@ -1,6 +1,6 @@
 // Which elements each rank holds: torch.chunk sizes, nested shards, StridedShard, printing.
 
-#include "dtensor/sharding.h"
+#include "tessera/dtensor/sharding.h"
 
 #include <catch2/catch.hpp>
 

@@ -10,8 +10,8 @@
 #include <set>
 #include <sstream>
 
-#include "dtensor/debug/visualize_sharding.h"
-#include "dtensor/sharding.h"
+#include "tessera/dtensor/debug/visualize_sharding.h"
+#include "tessera/dtensor/sharding.h"
 #include "tests/dtensor/placement_cases.h"
 
 namespace tessera::dtensor_test {

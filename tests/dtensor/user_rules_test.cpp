@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "dtensor/strategy_search.h"
+#include "tessera/dtensor/strategy_search.h"
 #include "tests/dtensor/dtensor_ops_expect.h"
 
 namespace tessera::dtensor_test {

@@ -2,7 +2,7 @@
 // bfloat16 values: every tile edge, depth block, column block and layout, batches, 1 and 2
 // threads; and tessera::matmul on a product the kernels are preferred for.
 
-#include "kernels/cpu/amx_matmul.h"
+#include "tessera/kernels/cpu/amx_matmul.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cpu/omp_threads.h"
+#include "tessera/kernels/cpu/omp_threads.h"
 #include "tessera/tessera.h"
 #include "tests/runtime/matmul_reference.h"
 

@@ -5,7 +5,7 @@
 // the packet widths (4, 8, 16 floats) and their tails; special values. A variant that this build
 // or CPU lacks is reported as skipped with the reason set_cpu_isa gives.
 
-#include "runtime/cpu_isa.h"
+#include "tessera/runtime/cpu_isa.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/dispatch.h"
-#include "runtime/ops/elementwise_grad.h"
+#include "tessera/runtime/dispatch.h"
+#include "tessera/runtime/ops/elementwise_grad.h"
 #include "tessera/tessera.h"
 
 namespace tessera::runtime_test {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/dispatch.h"
+#include "tessera/runtime/dispatch.h"
 #include "tessera/tessera.h"
 
 using namespace tessera;

@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/cpu/gemm_choice.h"
-#include "kernels/cpu/omp_threads.h"
-#include "kernels/cpu/thread_team.h"
-#include "kernels/cpu/tile_matmul.h"
+#include "tessera/kernels/cpu/gemm_choice.h"
+#include "tessera/kernels/cpu/omp_threads.h"
+#include "tessera/kernels/cpu/thread_team.h"
+#include "tessera/kernels/cpu/tile_matmul.h"
 #include "tessera/tessera.h"
 #include "tests/runtime/matmul_reference.h"
 

@@ -3,7 +3,7 @@
 // pattern one way; the other way every representable value, the midpoints between neighbours
 // (ties) and the floats just beside them, specials and overflow, in lengths that leave tails.
 
-#include "runtime/half_convert.h"
+#include "tessera/runtime/half_convert.h"
 
 #include <bit>
 #include <catch2/catch.hpp>

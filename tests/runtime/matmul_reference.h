@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/ops.h"
-#include "runtime/tensor.h"
+#include "tessera/runtime/ops.h"
+#include "tessera/runtime/tensor.h"
 
 namespace tessera::runtime_test {
 

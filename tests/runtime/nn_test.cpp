@@ -4,7 +4,7 @@
 #include <limits>
 #include <random>
 
-#include "runtime/ops/nn_internal.h"
+#include "tessera/runtime/ops/nn_internal.h"
 #include "tessera/tessera.h"
 
 using namespace tessera;

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/ops/elementwise_grad.h"
+#include "tessera/runtime/ops/elementwise_grad.h"
 #include "tessera/tessera.h"
 
 namespace tessera::runtime_test {

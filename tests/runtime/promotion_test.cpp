@@ -1,4 +1,4 @@
-#include "runtime/ops/promotion.h"
+#include "tessera/runtime/ops/promotion.h"
 
 #include <array>
 #include <catch2/catch.hpp>

@@ -4,7 +4,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "runtime/dispatch.h"
+#include "tessera/runtime/dispatch.h"
 #include "tessera/tessera.h"
 
 using namespace tessera;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/redistribute/cost_model.h"
+#include "tessera/dtensor/redistribute/cost_model.h"
 #include "tools/shardbench/measure.h"
 
 namespace tessera::shardbench {

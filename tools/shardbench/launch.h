@@ -4,7 +4,7 @@
 // printing its own table: the launcher's rank 0 runs it alone and says so, the other processes
 // exit at once.
 
-#include "collectives/dist.h"
+#include "tessera/collectives/dist.h"
 
 namespace tessera::shardbench {
 

@@ -1,7 +1,11 @@
-// Consumer of the installed package: prints OK only when the library computes correctly.
+// Consumer of the installed package: prints OK only when the library computes correctly. Its own
+// runtime/error.h comes first on its include path, before Tessera's include directory.
 #include <tessera/tessera.h>
 
+#include <cstring>
 #include <iostream>
+
+#include "runtime/error.h"
 
 namespace ts = tessera;
 
@@ -19,6 +23,7 @@ int main() {
   } catch (const ts::Error& e) {
     std::cout << "consumer: caught expected error: " << e.what() << "\n";
   }
+  if (std::strcmp(engine::error_header(), "engine's runtime/error.h") != 0) return 1;
   std::cout << "consumer OK\n";
   return 0;
 }
