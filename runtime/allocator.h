@@ -15,11 +15,11 @@
 namespace tessera {
 
 struct AllocatorStats {
-  int64_t current_bytes = 0;  // live bytes allocated by this thread (block capacity)
-  int64_t peak_bytes = 0;     // high-water mark of current_bytes since start or reset
-  int64_t cached_bytes = 0;   // freed bytes held in this thread's cache for reuse
-  int64_t num_allocs = 0;     // allocations requested by this thread
-  int64_t num_cache_hits = 0; // of which were served from the cache
+  int64_t current_bytes = 0;   // live bytes allocated by this thread (block capacity)
+  int64_t peak_bytes = 0;      // high-water mark of current_bytes since start or reset
+  int64_t cached_bytes = 0;    // freed bytes held in this thread's cache for reuse
+  int64_t num_allocs = 0;      // allocations requested by this thread
+  int64_t num_cache_hits = 0;  // of which were served from the cache
 };
 
 namespace detail {

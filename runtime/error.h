@@ -53,11 +53,11 @@ std::string concat_message(const Args&... args) {
 }  // namespace tessera
 
 // Caller mistakes: the message (any streamable pieces) is built only when the check fails.
-#define TS_CHECK_T(ErrorType, cond, ...)                                      \
-  do {                                                                        \
-    if (!(cond)) [[unlikely]] {                                               \
-      throw ErrorType(::tessera::detail::concat_message(__VA_ARGS__));        \
-    }                                                                         \
+#define TS_CHECK_T(ErrorType, cond, ...)                               \
+  do {                                                                 \
+    if (!(cond)) [[unlikely]] {                                        \
+      throw ErrorType(::tessera::detail::concat_message(__VA_ARGS__)); \
+    }                                                                  \
   } while (0)
 #define TS_CHECK(cond, ...) TS_CHECK_T(::tessera::Error, cond, __VA_ARGS__)
 #define TS_CHECK_SHAPE(cond, ...) TS_CHECK_T(::tessera::ShapeError, cond, __VA_ARGS__)
@@ -65,10 +65,10 @@ std::string concat_message(const Args&... args) {
 #define TS_CHECK_INDEX(cond, ...) TS_CHECK_T(::tessera::IndexError, cond, __VA_ARGS__)
 
 // Our own bugs: never a user's fault.
-#define TS_INTERNAL_ASSERT(cond, ...)                                                         \
-  do {                                                                                        \
-    if (!(cond)) [[unlikely]] {                                                               \
-      ::tessera::detail::throw_internal_assert(#cond, __FILE__, __LINE__,                     \
+#define TS_INTERNAL_ASSERT(cond, ...)                                                           \
+  do {                                                                                          \
+    if (!(cond)) [[unlikely]] {                                                                 \
+      ::tessera::detail::throw_internal_assert(#cond, __FILE__, __LINE__,                       \
                                                ::tessera::detail::concat_message(__VA_ARGS__)); \
-    }                                                                                         \
+    }                                                                                           \
   } while (0)

@@ -44,7 +44,8 @@ inline float half_bits_to_float(uint16_t h) {
 
 inline uint16_t float_to_bfloat16_bits(float f) {
   uint32_t x = std::bit_cast<uint32_t>(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
   uint32_t rounding_bias = 0x7fffu + ((x >> 16) & 1u);
   return static_cast<uint16_t>((x + rounding_bias) >> 16);
 }
@@ -70,7 +71,7 @@ struct Half {
 struct BFloat16 {
   uint16_t bits = 0;
   BFloat16() = default;
-  BFloat16(float f) : bits(detail::float_to_bfloat16_bits(f)) {}  // NOLINT
+  BFloat16(float f) : bits(detail::float_to_bfloat16_bits(f)) {}           // NOLINT
   operator float() const { return detail::bfloat16_bits_to_float(bits); }  // NOLINT
   static BFloat16 from_bits(uint16_t b) {
     BFloat16 h;

@@ -24,20 +24,20 @@ namespace tessera {
 
 // X(enumerator, name, kind): binary ops with broadcasting. kind: arith (result in the promoted
 // type), true_div (promoted to floating), compare (result kBool).
-#define TS_FOR_EACH_BINARY_OP(X)  \
-  X(kAdd, "add", arith)           \
-  X(kSub, "sub", arith)           \
-  X(kMul, "mul", arith)           \
-  X(kDiv, "div", true_div)        \
-  X(kPow, "pow", arith)           \
-  X(kMaximum, "maximum", arith)   \
-  X(kMinimum, "minimum", arith)   \
-  X(kEq, "eq", compare)           \
-  X(kNe, "ne", compare)           \
-  X(kLt, "lt", compare)           \
-  X(kLe, "le", compare)           \
-  X(kGt, "gt", compare)           \
-  X(kGe, "ge", compare)           \
+#define TS_FOR_EACH_BINARY_OP(X)         \
+  X(kAdd, "add", arith)                  \
+  X(kSub, "sub", arith)                  \
+  X(kMul, "mul", arith)                  \
+  X(kDiv, "div", true_div)               \
+  X(kPow, "pow", arith)                  \
+  X(kMaximum, "maximum", arith)          \
+  X(kMinimum, "minimum", arith)          \
+  X(kEq, "eq", compare)                  \
+  X(kNe, "ne", compare)                  \
+  X(kLt, "lt", compare)                  \
+  X(kLe, "le", compare)                  \
+  X(kGt, "gt", compare)                  \
+  X(kGe, "ge", compare)                  \
   X(kLogicalAnd, "logical_and", compare) \
   X(kLogicalOr, "logical_or", compare)
 

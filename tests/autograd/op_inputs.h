@@ -9,8 +9,7 @@
 namespace tessera::autograd_test {
 
 // A contiguous float64 leaf with values in [low, high), reproducible from seed.
-inline Tensor random_leaf(const Shape& shape, uint64_t seed, double low = -1.0,
-                          double high = 1.0) {
+inline Tensor random_leaf(const Shape& shape, uint64_t seed, double low = -1.0, double high = 1.0) {
   Generator gen(seed);
   Tensor t = rand(shape, kFloat64, &gen) * (high - low) + low;
   t.requires_grad_();

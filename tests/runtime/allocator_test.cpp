@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <thread>
 
 #include "tessera/tessera.h"

@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <cfenv>
 #include <cmath>
 #include <cstring>
@@ -11,7 +10,8 @@ using namespace tessera;
 namespace {
 
 // Independent reference: round a double to the nearest representable value of a binary format with
-// `mant_bits` explicit mantissa bits and exponent range [emin, emax], ties to even (saturating to inf).
+// `mant_bits` explicit mantissa bits and exponent range [emin, emax], ties to even (saturating to
+// inf).
 double round_to_format(double v, int mant_bits, int emin, int emax) {
   if (std::isnan(v) || std::isinf(v) || v == 0) return v;
   int e;
@@ -32,8 +32,8 @@ TEST_CASE("float16 conversion rounds to nearest even", "[runtime][dtype]") {
   CHECK(Half(65519.0f).bits == 0x7bff);
   CHECK(Half(65520.0f).bits == 0x7c00);
   CHECK(Half(std::ldexp(1.0f, -24)).bits == 0x0001);
-  CHECK(Half(std::ldexp(1.0f, -25)).bits == 0x0000);       // tie to even (zero)
-  CHECK(Half(3 * std::ldexp(1.0f, -26)).bits == 0x0001);   // 0.75 ulp rounds up
+  CHECK(Half(std::ldexp(1.0f, -25)).bits == 0x0000);         // tie to even (zero)
+  CHECK(Half(3 * std::ldexp(1.0f, -26)).bits == 0x0001);     // 0.75 ulp rounds up
   CHECK(Half(1.0f + std::ldexp(1.0f, -11)).bits == 0x3c00);  // tie to even
   CHECK(Half(1.0f + 3 * std::ldexp(1.0f, -11)).bits == 0x3c02);
   CHECK(Half(-2.0f).bits == 0xc000);
