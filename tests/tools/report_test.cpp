@@ -181,7 +181,7 @@ TEST_CASE("JSON: figures that are not finite are null with a reason and the whol
   cal.compute.fixed_s = kInf;
   cal.replicated_compute_s = kNaN;
   cal.pointwise_speedup = kInf;
-  cal.tp_share_s[{2, 4}] = kNaN;
+  cal.tp_share_s[{2, 4, {}}] = kNaN;
   cal.model.set_line("all_reduce", 2, {kInf, 1e-9});
   cal.notes.push_back("a note with \"quotes\" and a \\ backslash");
   StrategyResult r = result("plan \"odd\\name\".txt", {kInf}, kNaN, 0.001, -kInf);

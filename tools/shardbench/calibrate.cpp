@@ -194,7 +194,7 @@ ComputeRound time_compute(const ModelConfig& c, const RunOptions& run, int64_t r
   r.one_thread_share = measure(strategy_named("single", 1), share, run, {});
   r.replicas = on_every_rank(strategy_named("single", 1), share, run, ranks);
   for (const TensorParallelShare& t : tp_shares) {
-    ModelConfig rank_model = tensor_parallel_share(c, t.degree);
+    ModelConfig rank_model = tensor_parallel_share(c, t.degree, t.parts);
     rank_model.batch = t.batch;
     Strategy own_rank = strategy_named("tp", 2);
     own_rank.mesh_shape = {1};

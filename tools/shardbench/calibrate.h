@@ -32,10 +32,11 @@ struct ComputeLine {
   double seconds(double batch) const { return fixed_s + per_sequence_s * batch; }
 };
 
-// A rank of t-way tensor parallelism computing on `batch` sequences.
+// A rank of t-way tensor parallelism computing on `batch` sequences, holding 1/t of `parts`.
 struct TensorParallelShare {
   int64_t degree = 1;
   int64_t batch = 1;
+  ShardedParts parts;
   auto operator<=>(const TensorParallelShare&) const = default;
 };
 

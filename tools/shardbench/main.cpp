@@ -51,6 +51,12 @@ int run(const sb::Options& o) {
     if (s.mesh_shape.empty()) continue;
     meshes.push_back(s.mesh_shape);
     if (const auto share = sb::tensor_parallel_share_of(s, o.model)) tp_shares.insert(*share);
+    if (s.kind == sb::StrategyKind::Plan) {
+      // No closed form before it runs; its Rowwise outputs are all_reduces of the activations.
+      const sb::ModelConfig& m = o.model;
+      largest_message = std::max(largest_message, m.batch * m.seq * m.hidden *
+                                                      static_cast<int64_t>(element_size(m.dtype)));
+    }
     for (const sb::CollectiveTotal& t : sb::expected_collectives(s, o.model)) {
       largest_message = std::max(largest_message, t.bytes / std::max<int64_t>(1, t.count));
     }
@@ -86,8 +92,10 @@ int run(const sb::Options& o) {
     const sb::Strategy& s = strategies[i];
     sb::StrategyResult r{s, {}, {}, {}, 0.0};
     r.measured = s.kind == sb::StrategyKind::Single ? one : sb::combine_rounds(rounds[i]);
-    r.predicted = sb::predict(s, o.model, *cal);
     r.expected = sb::expected_collectives(s, o.model);
+    // A plan has no closed form: it is priced on the collectives its steps issued.
+    r.predicted = sb::predict(
+        s, o.model, *cal, s.kind == sb::StrategyKind::Plan ? r.measured.collectives : r.expected);
     for (size_t k = 0; k < r.measured.losses.size(); ++k) {
       r.loss_error = std::max(r.loss_error, std::abs(r.measured.losses[k] - one.losses[k]));
     }

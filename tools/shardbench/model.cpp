@@ -54,13 +54,15 @@ int64_t attention_width(const ModelConfig& c) {
 
 int64_t mlp_width(const ModelConfig& c) { return c.mlp_width > 0 ? c.mlp_width : 4 * c.hidden; }
 
-ModelConfig tensor_parallel_share(const ModelConfig& c, int64_t t) {
+ModelConfig tensor_parallel_share(const ModelConfig& c, int64_t t, ShardedParts parts) {
   ModelConfig share = c;
-  const int64_t heads = ceil_div(c.heads, t);
-  share.attention_width = heads * (attention_width(c) / c.heads);
-  share.heads = heads;
-  share.mlp_width = ceil_div(mlp_width(c), t);
-  share.vocab = ceil_div(c.vocab, t);
+  if (parts.attention) {
+    const int64_t heads = ceil_div(c.heads, t);
+    share.attention_width = heads * (attention_width(c) / c.heads);
+    share.heads = heads;
+  }
+  if (parts.mlp) share.mlp_width = ceil_div(mlp_width(c), t);
+  if (parts.vocab) share.vocab = ceil_div(c.vocab, t);
   return share;
 }
 

@@ -35,10 +35,21 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t attention_width(const ModelConfig& c);
 int64_t mlp_width(const ModelConfig& c);
 
-// What one of t tensor-parallel ranks computes, as a model of its own: heads / t, the attention
-// and MLP widths / t and vocab / t (rank 0's chunks, the largest) at the full hidden size, so
-// that its one-device step repeats the norms, residuals and loss that every rank repeats.
-ModelConfig tensor_parallel_share(const ModelConfig& c, int64_t t);
+// The parts of the model of which a tensor-parallel rank holds 1/t: the attention (heads and the
+// q, k, v, o widths), the MLP's inner width, the vocabulary. The built-in TP and SP plans shard
+// all three; an explicit plan may shard some.
+struct ShardedParts {
+  bool attention = true;
+  bool mlp = true;
+  bool vocab = true;
+  auto operator<=>(const ShardedParts&) const = default;
+};
+
+// What one of t tensor-parallel ranks computes, as a model of its own: of the sharded parts,
+// heads / t, the attention and MLP widths / t and vocab / t (rank 0's chunks, the largest) at
+// the full hidden size, so that its one-device step repeats the norms, residuals and loss that
+// every rank repeats.
+ModelConfig tensor_parallel_share(const ModelConfig& c, int64_t t, ShardedParts parts = {});
 
 // One step's data: the model input and the target, whole (every strategy takes its part).
 struct Batch {

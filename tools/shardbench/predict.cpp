@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <variant>
 
 namespace tessera::shardbench {
 
@@ -117,6 +118,37 @@ void tp_collectives(Totals& out, const ModelConfig& c, const std::string& dim, i
   out.add(kAR, dim, g, 2 + 6 * c.layers + 3, (2 + 6 * c.layers) * act + 3 * tokens * b);
 }
 
+// The parts of the model an explicit plan shards whole on every rank (Note [Predicting a plan]):
+// the attention where every block's q, k and v are Colwise and its output projection Rowwise, the
+// MLP where every block's up is Colwise and down Rowwise (the MLP model's first and last Linear),
+// the vocabulary where the head is Colwise.
+ShardedParts plan_sharded_parts(const Strategy& s, const ModelConfig& c) {
+  const auto has = [&s](const std::string& path, auto style) {
+    for (const auto& [key, planned] : s.plan) {
+      if (tessera::detail::plan_key_matches(tessera::detail::split_module_path(key), path)) {
+        return std::holds_alternative<decltype(style)>(planned);
+      }
+    }
+    return false;
+  };
+  ShardedParts parts;
+  if (c.preset == "mlp") {
+    parts = {false, has("0", ColwiseParallel{}) && has("2", RowwiseParallel{}), false};
+  } else {
+    for (int64_t i = 0; i < c.layers; ++i) {
+      const std::string block = "blocks." + std::to_string(i) + ".";
+      parts.attention = parts.attention && has(block + "wq", ColwiseParallel{}) &&
+                        has(block + "wk", ColwiseParallel{}) &&
+                        has(block + "wv", ColwiseParallel{}) &&
+                        has(block + "wo", RowwiseParallel{});
+      parts.mlp = parts.mlp && has(block + "up", ColwiseParallel{}) &&
+                  has(block + "down", RowwiseParallel{});
+    }
+    parts.vocab = has("head", ColwiseParallel{});
+  }
+  return parts;
+}
+
 }  // namespace
 
 std::vector<CollectiveTotal> expected_collectives(const Strategy& s, const ModelConfig& c) {
@@ -182,9 +214,12 @@ std::optional<TensorParallelShare> tensor_parallel_share_of(const Strategy& s,
   switch (s.kind) {
     case StrategyKind::TP:
     case StrategyKind::SP:
-      return TensorParallelShare{s.mesh_shape.numel(), c.batch};
+      return TensorParallelShare{s.mesh_shape.numel(), c.batch, {}};
     case StrategyKind::FSDP_TP:
-      return TensorParallelShare{s.mesh_shape[1], std::max<int64_t>(1, c.batch / s.mesh_shape[0])};
+      return TensorParallelShare{
+          s.mesh_shape[1], std::max<int64_t>(1, c.batch / s.mesh_shape[0]), {}};
+    case StrategyKind::Plan:
+      return TensorParallelShare{s.mesh_shape.numel(), c.batch, plan_sharded_parts(s, c)};
     default:
       return std::nullopt;
   }
@@ -197,13 +232,22 @@ std::optional<TensorParallelShare> tensor_parallel_share_of(const Strategy& s,
 // (DP's and FSDP's compute, DP's optimizer step), replicas of a tensor-parallel rank's share of
 // the model under the TP plan on a mesh of its own (TP's, SP's and FSDP x TP's compute: narrow
 // GEMMs, the norms, residuals and loss every rank repeats, DTensor dispatch), and the one-thread
-// step (one device: its GEMM FLOPs sped up as the GEMM is, the rest as a pointwise op is; an
-// explicit plan: 1/n of it). Collectives come from the alpha-beta lines of the shared cost model
-// applied to the closed-form collectives, copies from the copy bandwidth. Known gaps, visible in
+// step (one device: its GEMM FLOPs sped up as the GEMM is, the rest as a pointwise op is).
+// Collectives come from the alpha-beta lines of the shared cost model applied to the closed-form
+// collectives, copies from the copy bandwidth. Known gaps, visible in
 // bench/RESULTS.md: SP is predicted from TP's share (its norms on sequence shards are not
 // separated); on a shared machine the calibration and the measured steps each move 10-20% from
 // run to run, and a calibration round that meets a slow spell shows as a prediction 10-25% high.
-Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& cal) {
+// Note [Predicting a plan]
+// An explicit plan is predicted as the built-in strategies are where it can be: its collectives
+// are those its measured steps issued (a trace of what ran, not a timing: the plan has no closed
+// form), priced on the same lines; its compute is the calibrated share of a tensor-parallel rank
+// holding 1/n of the parts the plan shards whole (attention, MLP, vocabulary: plan_sharded_parts),
+// timed beside the built-in shares. What it shards outside those parts (the embedding, one Linear
+// of a pair) is timed whole, as if replicated: an upper bound of that part's compute, which the
+// report says beside the share.
+Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& cal,
+                   const std::vector<CollectiveTotal>& collectives) {
   const Measurement& one = cal.one_thread;
   Prediction p;
   if (s.kind == StrategyKind::Single) {
@@ -223,19 +267,17 @@ Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& c
   // calibration's replicas on every rank thread did: under tensor parallelism (TP, SP, FSDP x TP)
   // replicas of a rank's share of the model (narrower GEMMs, the repeated norms, residuals and
   // loss) on its batch; under DP and FSDP of the whole model on 1/n of the batch (n copies of the
-  // weights and gradients contending for the cache). An explicit plan, of unknown layout: 1/n of
-  // the model's per-sequence work plus its fixed per-step cost.
-  const double alone = cal.compute.seconds(static_cast<double>(cal.batch) / n) * time_shared;
+  // weights and gradients contending for the cache); an explicit plan as the share of the parts
+  // it shards (Note [Predicting a plan]).
   if (const std::optional<TensorParallelShare> share = tensor_parallel_share_of(s, c)) {
     const auto found = cal.tp_share_s.find(*share);
     TS_CHECK(found != cal.tp_share_s.end(), "[tessera-shardbench] no calibration of a ",
              share->degree, "-way tensor-parallel rank on ", share->batch, " sequences for ",
              s.name);
     p.compute_s = found->second;
-  } else if (s.kind == StrategyKind::DP || s.kind == StrategyKind::FSDP) {
+  } else {  // DP, FSDP
+    const double alone = cal.compute.seconds(static_cast<double>(cal.batch) / n) * time_shared;
     p.compute_s = std::max(cal.replicated_compute_s, alone);
-  } else {
-    p.compute_s = alone;
   }
   // The optimizer updates 1/n of the parameters; under DP all of them on every rank at once, as
   // the calibration's replicas did (n copies of the optimizer state streaming through memory:
@@ -248,7 +290,7 @@ Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& c
   // flat buffer to reduce_scatter; redistributes concatenate or chunk around theirs. All ranks
   // copy at once: the machine's copy bandwidth (read + write) carries n ranks' bytes.
   int64_t message_bytes = 0;
-  for (const CollectiveTotal& t : expected_collectives(s, c)) {
+  for (const CollectiveTotal& t : collectives) {
     p.comm_s += cal.line(t.kind, t.group_size).seconds(t.count, t.bytes);
     message_bytes += t.bytes;
   }

@@ -23,11 +23,15 @@ struct Prediction {
   double step_s() const { return compute_s + comm_s + local_s; }
 };
 
-// The share a rank of `s` computes when `s` has tensor parallelism (TP, SP, FSDP x TP): the
-// tensor-parallel degree and the rank's batch.
+// The share a rank of `s` computes when `s` has tensor parallelism (TP, SP, FSDP x TP, an
+// explicit plan): the tensor-parallel degree, the rank's batch and the parts it shards whole (a
+// plan's may be none: its rank then computes the whole model).
 std::optional<TensorParallelShare> tensor_parallel_share_of(const Strategy& s,
                                                             const ModelConfig& c);
 
-Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& cal);
+// `collectives`: rank 0's of a step, the closed form (expected_collectives) of a built-in
+// strategy, those traced in the measured steps of an explicit plan.
+Prediction predict(const Strategy& s, const ModelConfig& c, const Calibration& cal,
+                   const std::vector<CollectiveTotal>& collectives);
 
 }  // namespace tessera::shardbench

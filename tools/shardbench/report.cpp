@@ -30,6 +30,18 @@ std::string collectives_text(const std::vector<CollectiveTotal>& list) {
   return s.empty() ? "none" : s;
 }
 
+// " (1/4 of the MLP alone, the rest whole)": the parts a t-way share holds 1/t of, when not all
+// (an explicit plan's; Note [Predicting a plan]).
+std::string parts_text(const ShardedParts& p, int64_t t) {
+  if (p == ShardedParts{}) return "";
+  std::vector<std::string> parts;
+  if (p.attention) parts.push_back("attention");
+  if (p.mlp) parts.push_back("MLP");
+  if (p.vocab) parts.push_back("vocabulary");
+  if (parts.empty()) return " (no part sharded whole: the whole model, an upper bound)";
+  return fmt::format(" (1/{} of the {} alone, the rest whole)", t, fmt::join(parts, " and "));
+}
+
 double relative_error(const StrategyResult& r) {
   const double measured = median(r.measured.step_s);
   return std::abs(r.predicted.step_s() - measured) / measured;
@@ -59,7 +71,7 @@ std::string model_text(const ModelConfig& c) {
 double median_prediction_error(const std::vector<StrategyResult>& results) {
   std::vector<double> errors;
   for (const StrategyResult& r : results) errors.push_back(relative_error(r));
-  return median(errors);
+  return errors.empty() ? std::nan("") : median(errors);
 }
 
 RankingAgreement ranking_agreement(const std::vector<StrategyResult>& results, double margin) {
@@ -114,8 +126,8 @@ std::string table(const ModelConfig& c, const Calibration& cal,
   for (const std::string& note : cal.notes) s += "calibration: " + note + "\n";
   for (const auto& [share, seconds] : cal.tp_share_s) {
     s += fmt::format(
-        "a {}-way tensor-parallel rank's share on every rank at once, batch {}: {:.2f} ms\n",
-        share.degree, share.batch, seconds * 1e3);
+        "a {}-way tensor-parallel rank's share{} on every rank at once, batch {}: {:.2f} ms\n",
+        share.degree, parts_text(share.parts, share.degree), share.batch, seconds * 1e3);
   }
   s += fmt::format(
       "{:<10} {:>9} {:>15} {:>8} {:>8} {:>8} {:>9} {:>10} {:>9} {:>7} {:>9} {:>9}  {}\n",
@@ -136,10 +148,12 @@ std::string table(const ModelConfig& c, const Calibration& cal,
             ? ""
             : "  [differs from the formula: " + collectives_text(r.expected) + "]");
   }
+  const double error = median_prediction_error(results);
   s += fmt::format(
-      "median |predicted - measured| / measured: {:.0f}%  (comm ms: the step's collectives alone "
-      "on the same groups)\n",
-      100 * median_prediction_error(results));
+      "median |predicted - measured| / measured: {} over {} {}  (comm ms: the step's collectives "
+      "alone on the same groups)\n",
+      std::isnan(error) ? "none" : fmt::format("{:.0f}%", 100 * error), results.size(),
+      results.size() == 1 ? "strategy" : "strategies and plans");
   const RankingAgreement ranking = ranking_agreement(results, kRankingMargin);
   s += fmt::format(
       "ranking: the prediction orders {} of {} pairs of strategies as measured (pairs more than "
@@ -181,6 +195,9 @@ std::string json(const ModelConfig& c, const Calibration& cal,
     tp_shares.push_back(JsonObject()
                             .integer("degree", share.degree)
                             .integer("batch", share.batch)
+                            .boolean("attention_sharded", share.parts.attention)
+                            .boolean("mlp_sharded", share.parts.mlp)
+                            .boolean("vocab_sharded", share.parts.vocab)
                             .number("seconds", seconds)
                             .str());
   }

@@ -29,7 +29,7 @@ std::string json(const ModelConfig& c, const Calibration& cal,
 // "transformer: 2 layers, hidden 256, ...": the model in one line.
 std::string model_text(const ModelConfig& c);
 
-// Median over the strategies of |predicted - measured| / measured.
+// Median over the strategies and plans of |predicted - measured| / measured; nan for none.
 double median_prediction_error(const std::vector<StrategyResult>& results);
 
 // Whether the prediction orders the strategies as the measurement does, over the pairs whose
