@@ -1,8 +1,9 @@
 # Third-party dependencies: Debian packages (tools/install-deps.sh), or, on a machine without
 # them (the GPU machine), the header-only ones from the folder tools/prepare-gpu-deps.sh fills.
 #
-# TESSERA_DEPS_DIR: when set, Eigen, fmt, Catch2 and DLPack come only from that folder (NO_DEFAULT_PATH),
-# so a build there never mixes in other copies; fmt is then used header-only (FMT_HEADER_ONLY).
+# TESSERA_DEPS_DIR: when set, Eigen, fmt, Catch2, DLPack and nlohmann-json come only from that
+# folder (NO_DEFAULT_PATH), so a build there never mixes in other copies; fmt is then used
+# header-only (FMT_HEADER_ONLY).
 # TESSERA_ONEDNN=AUTO|ON|OFF: oneDNN's matmul primitive for the CPU float matmul. AUTO uses it
 # when found; without it kernels/cpu/no_onednn_matmul.cpp makes the CPU matmul take another
 # path (OpenBLAS or Eigen for float32). Sets TESSERA_HAS_ONEDNN.
@@ -11,7 +12,7 @@
 # when found; without it kernels/cpu/no_openblas_matmul.cpp declines every problem. Sets
 # TESSERA_HAS_OPENBLAS.
 set(TESSERA_DEPS_DIR "" CACHE PATH
-    "Folder made by tools/prepare-gpu-deps.sh; when set, Eigen, fmt, Catch2 and DLPack come only from it")
+    "Folder made by tools/prepare-gpu-deps.sh; when set, Eigen, fmt, Catch2, DLPack and nlohmann-json come only from it")
 set(TESSERA_ONEDNN AUTO CACHE STRING "Use oneDNN for the CPU float matmul: AUTO, ON or OFF")
 set_property(CACHE TESSERA_ONEDNN PROPERTY STRINGS AUTO ON OFF)
 set(TESSERA_OPENBLAS AUTO CACHE STRING "Use OpenBLAS for the CPU float32 matmul: AUTO, ON or OFF")
@@ -47,6 +48,9 @@ if(TESSERA_DEPS_DIR)
     find_package(Catch2 2 REQUIRED CONFIG PATHS "${TESSERA_DEPS_DIR}" NO_DEFAULT_PATH)
   endif()
   find_package(dlpack REQUIRED CONFIG PATHS "${TESSERA_DEPS_DIR}" NO_DEFAULT_PATH)
+  if(TESSERA_BUILD_TOOLS)
+    find_package(nlohmann_json 3 REQUIRED CONFIG PATHS "${TESSERA_DEPS_DIR}" NO_DEFAULT_PATH)
+  endif()
   message(STATUS "Tessera: dependencies from TESSERA_DEPS_DIR: Eigen3 ${Eigen3_DIR}; "
                  "fmt ${tessera_fmt_from}; Catch2 ${Catch2_DIR}; dlpack ${dlpack_DIR}")
 else()
@@ -54,6 +58,10 @@ else()
   find_package(Eigen3 3.4 REQUIRED NO_MODULE)
   # Debian's libdlpack-dev (header-only, DLPack 0.6); runtime/dlpack.h adds what 1.x declares.
   find_package(dlpack REQUIRED CONFIG)
+  # The tools' JSON (tessera-shardbench --json): Debian's nlohmann-json3-dev, header-only.
+  if(TESSERA_BUILD_TOOLS)
+    find_package(nlohmann_json 3 REQUIRED CONFIG)
+  endif()
 endif()
 
 # Note [One include root]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Copies the header-only dependencies of a Tessera build (Eigen 3.4, fmt 9, Catch2 2.x, DLPack) from this
+# Copies the header-only dependencies of a Tessera build (Eigen 3.4, fmt 9, Catch2 2.x, DLPack, nlohmann-json) from this
 # machine's Debian packages into one folder laid out as an install prefix, for a machine that has
 # a compiler, CMake and CUDA but none of these packages and no network (the GPU machine). Point
 # the build at it with -DTESSERA_DEPS_DIR=<folder> (tools/gpu-check.sh does).
@@ -16,11 +16,13 @@ fmt_include=/usr/include/fmt
 catch2_include=/usr/include/catch2
 catch2_cmake=/usr/lib/cmake/Catch2
 dlpack_include=/usr/include/dlpack
+json_include=/usr/include/nlohmann
+json_cmake=/usr/share/cmake/nlohmann_json
 
 for path in "${eigen_include}/Eigen" "${eigen_cmake}/Eigen3Config.cmake" \
   "${fmt_include}/format-inl.h" "${catch2_include}/catch.hpp" "${catch2_cmake}/Catch.cmake" \
   "${catch2_cmake}/CatchAddTests.cmake" "${catch2_cmake}/Catch2ConfigVersion.cmake" \
-  "${dlpack_include}/dlpack.h"; do
+  "${dlpack_include}/dlpack.h" "${json_include}/json.hpp" "${json_cmake}/nlohmann_jsonConfig.cmake"; do
   if [[ ! -e "${path}" ]]; then
     echo "prepare-gpu-deps: ${path} is missing; run tools/install-deps.sh first" >&2
     exit 1
@@ -79,8 +81,14 @@ endif()
 unset(_dlpack_prefix)
 CMAKE
 
+# nlohmann-json: headers and its package files, which locate them relative to themselves
+# (<prefix>/share/cmake/nlohmann_json).
+cp -r "${json_include}" "${dest}/include/nlohmann"
+mkdir -p "${dest}/share/cmake"
+cp -r "${json_cmake}" "${dest}/share/cmake/nlohmann_json"
+
 # Their licenses travel with them.
-for pkg in libeigen3-dev libfmt-dev catch2 libdlpack-dev; do
+for pkg in libeigen3-dev libfmt-dev catch2 libdlpack-dev nlohmann-json3-dev; do
   if [[ -f "/usr/share/doc/${pkg}/copyright" ]]; then
     mkdir -p "${dest}/share/doc/${pkg}"
     cp "/usr/share/doc/${pkg}/copyright" "${dest}/share/doc/${pkg}/"
@@ -89,6 +97,7 @@ done
 
 eigen_version=$(sed -n 's/^set (EIGEN3_VERSION_STRING *"\(.*\)")/\1/p' "${eigen_cmake}/Eigen3Config.cmake")
 fmt_version=$(sed -n 's/^# *define FMT_VERSION \([0-9]*\).*/\1/p' "${fmt_include}/core.h")
+json_version=$(sed -n 's/^set(PACKAGE_VERSION "\(.*\)")/\1/p' "${json_cmake}/nlohmann_jsonConfigVersion.cmake")
 dlpack_version=$(sed -n 's/^#define DLPACK_VERSION \([0-9]*\).*/\1/p' "${dlpack_include}/dlpack.h")
 catch2_version=$(sed -n 's/^set(PACKAGE_VERSION "\(.*\)")/\1/p' "${catch2_cmake}/Catch2ConfigVersion.cmake")
 cat >"${dest}/README.md" <<README
@@ -104,6 +113,7 @@ tools/gpu-check.sh). Their Debian copyright files are in share/doc/.
 | fmt | ${fmt_version} (FMT_VERSION) | include/fmt, used with FMT_HEADER_ONLY=1 | ${fmt_include} |
 | Catch2 | ${catch2_version} | include/catch2, lib/cmake/Catch2 (Catch2Config.cmake written here) | ${catch2_include}, ${catch2_cmake} |
 | DLPack | ${dlpack_version} (DLPACK_VERSION) | include/dlpack, lib/cmake/dlpack (dlpackConfig.cmake written here) | ${dlpack_include} |
+| nlohmann-json | ${json_version} | include/nlohmann, share/cmake/nlohmann_json | ${json_include}, ${json_cmake} |
 
 Not here: oneDNN (TESSERA_ONEDNN=OFF: the CPU matmul uses Eigen) and MPI (TESSERA_MPI=OFF).
 README

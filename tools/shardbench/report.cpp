@@ -190,7 +190,7 @@ std::string json(const ModelConfig& c, const Calibration& cal,
       .integer("vocab", c.vocab)
       .text("dtype", dtype_name(c.dtype))
       .integer("parameters", parameter_count(c));
-  std::vector<std::string> tp_shares;
+  Json tp_shares = Json::array();
   for (const auto& [share, seconds] : cal.tp_share_s) {
     tp_shares.push_back(JsonObject()
                             .integer("degree", share.degree)
@@ -199,14 +199,14 @@ std::string json(const ModelConfig& c, const Calibration& cal,
                             .boolean("mlp_sharded", share.parts.mlp)
                             .boolean("vocab_sharded", share.parts.vocab)
                             .number("seconds", seconds)
-                            .str());
+                            .json());
   }
   JsonObject lines;
   for (const auto& [key, ab] : cal.model.measured) {
-    lines.raw(key, JsonObject()
-                       .number("alpha_s", ab.alpha_s)
-                       .number("beta_s_per_byte", ab.beta_s_per_byte)
-                       .str());
+    lines.value(key, JsonObject()
+                         .number("alpha_s", ab.alpha_s)
+                         .number("beta_s_per_byte", ab.beta_s_per_byte)
+                         .json());
   }
   JsonObject calibration;
   // A rate from a time of zero, as measured_text says: null, not a rate of inf or of 0.
@@ -223,13 +223,13 @@ std::string json(const ModelConfig& c, const Calibration& cal,
       .number("compute_per_sequence_s", cal.compute.per_sequence_s)
       .number("replicated_compute_s", cal.replicated_compute_s)
       .number("replicated_optimizer_s", cal.replicated_optimizer_s)
-      .raw("notes", json_strings(cal.notes))
-      .raw("tp_share", json_array(tp_shares))
-      .raw("collectives", lines.str());
-  std::vector<std::string> strategies;
+      .value("notes", Json(cal.notes))
+      .value("tp_share", tp_shares)
+      .value("collectives", lines.json());
+  Json strategies = Json::array();
   for (const StrategyResult& r : results) {
     const Measurement& m = r.measured;
-    std::vector<std::string> comms;
+    Json comms = Json::array();
     for (const CollectiveTotal& t : m.collectives) {
       comms.push_back(JsonObject()
                           .text("kind", t.kind)
@@ -237,13 +237,13 @@ std::string json(const ModelConfig& c, const Calibration& cal,
                           .integer("group_size", t.group_size)
                           .integer("count", t.count)
                           .integer("bytes", t.bytes)
-                          .str());
+                          .json());
     }
-    std::vector<std::string> mesh;
-    for (const int64_t d : r.strategy.mesh_shape) mesh.push_back(std::to_string(d));
+    Json mesh = Json::array();
+    for (const int64_t d : r.strategy.mesh_shape) mesh.push_back(d);
     strategies.push_back(JsonObject()
                              .text("name", r.strategy.name)
-                             .raw("mesh", json_array(mesh))
+                             .value("mesh", mesh)
                              .number("step_s_median", median(m.step_s))
                              .number("step_s_p10", percentile(m.step_s, 0.1))
                              .number("step_s_p90", percentile(m.step_s, 0.9))
@@ -256,22 +256,22 @@ std::string json(const ModelConfig& c, const Calibration& cal,
                              .number("predicted_local_s", r.predicted.local_s)
                              .integer("peak_bytes", m.peak_bytes)
                              .number("loss_error", r.loss_error)
-                             .raw("collectives", json_array(comms))
+                             .value("collectives", comms)
                              .boolean("collectives_match_formula", r.expected == m.collectives)
-                             .str());
+                             .json());
   }
-  std::vector<std::string> warnings;
+  Json warnings = Json::array();
   for (const Warning& w : run_warnings(cal, results, load)) {
-    warnings.push_back(JsonObject().text("figure", w.figure).text("text", w.text).str());
+    warnings.push_back(JsonObject().text("figure", w.figure).text("text", w.text).json());
   }
   const RankingAgreement ranking = ranking_agreement(results, kRankingMargin);
   JsonObject out;
-  out.raw("model", model.str())
-      .raw("calibration", calibration.str())
-      .raw("strategies", json_array(strategies, 4))
+  out.value("model", model.json())
+      .value("calibration", calibration.json())
+      .value("strategies", strategies)
       .number("median_prediction_error", median_prediction_error(results))
       .integer("ranking_pairs", ranking.pairs)
-      .raw("ranking_discordant", json_strings(ranking.discordant))
+      .value("ranking_discordant", Json(ranking.discordant))
       .integer("ranking_separated_pairs", ranking.separated)
       .integer("ranking_separated_discordant", ranking.separated_discordant)
       .number("tracing_overhead", tracing_overhead(results));
@@ -281,7 +281,7 @@ std::string json(const ModelConfig& c, const Calibration& cal,
   } else {
     out.null("steal", no_stat).null("other_processes", no_stat);
   }
-  out.raw("warnings", json_array(warnings, 4));
+  out.value("warnings", warnings);
   return out.str(2) + "\n";
 }
 

@@ -443,7 +443,7 @@ std::string simulation_json(const SimModel& m, const Cluster& c, const SimOption
       .integer("micro_batch", o.micro_batch)
       .boolean("recompute", o.recompute)
       .boolean("flash_attention", o.flash_attention);
-  std::vector<std::string> plans;
+  Json plans = Json::array();
   for (const SimResult& r : results) {
     JsonObject memory;
     memory.number("params", r.memory.params)
@@ -464,17 +464,17 @@ std::string simulation_json(const SimModel& m, const Cluster& c, const SimOption
                         .number("mfu", r.mfu)
                         .number("tokens_per_s_per_gpu", r.tokens_per_s_per_gpu)
                         .number("hardware_tflops_per_gpu", r.hardware_tflops_per_gpu)
-                        .raw("memory_bytes", memory.str())
+                        .value("memory_bytes", memory.json())
                         .boolean("feasible", r.feasible)
                         .boolean("best", r.best)
                         .text("note", r.note)
-                        .str());
+                        .json());
   }
   JsonObject out;
-  out.raw("model", model.str())
-      .raw("cluster", cluster.str())
-      .raw("options", options.str())
-      .raw("plans", json_array(plans, 4));
+  out.value("model", model.json())
+      .value("cluster", cluster.json())
+      .value("options", options.json())
+      .value("plans", plans);
   return out.str(2) + "\n";
 }
 
