@@ -37,7 +37,10 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
   const Tensor total = norm(stack(norms), norm_type);
   // Kept as a tensor (no host read), as PyTorch, so that a device gradient is not synchronized.
   const Tensor coef = clamp(max_norm / (total + 1e-6), std::nullopt, 1.0);
-  for (Tensor grad : grads) grad *= coef.to(grad.device());
+  // With DTensor gradients the total is a (replicated) DTensor: a plain gradient beside them,
+  // a parameter no plan sharded, is scaled by its value on this rank.
+  const Tensor plain_coef = coef.is_distributed() ? coef.full_tensor() : coef;
+  for (Tensor grad : grads) grad *= (grad.is_distributed() ? coef : plain_coef).to(grad.device());
   return total;
 }
 
