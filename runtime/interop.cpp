@@ -149,6 +149,12 @@ Tensor external_tensor(const char* op, void* data, uint64_t byte_offset, const S
   TS_CHECK_SHAPE(!overflow, "[", op, "] sizes ", sizes, " with strides ", strides,
                  " and element offset ", offset, " of ", dtype,
                  " reach more bytes than int64 counts");
+  // Kernels read elements in place through typed pointers: one off its alignment is undefined
+  // behaviour on the CPU and a fault on the GPU.
+  const uintptr_t first = reinterpret_cast<uintptr_t>(data) + byte_offset;
+  TS_CHECK(numel == 0 || first % static_cast<uintptr_t>(item) == 0, "[", op, "] the data (", data,
+           " + byte offset ", byte_offset, ") is not aligned to its ", item, "-byte ", dtype,
+           " elements; copy it into aligned memory first");
   if (device.is_cuda()) check_cuda_index(device.index(), op);
   // The view first: once the Storage exists it owns the memory, so nothing may throw after it.
   Tensor t = Tensor::make_view(nullptr, sizes, strides, offset, dtype);

@@ -131,20 +131,26 @@ TEST_CASE("from_dlpack of a hand-built tensor: odd strides, an offset, the delet
     CHECK(column.to_vector<float>() == std::vector<float>{8, 14, 20});
   }
   CHECK(p.deleted == 1);
-  // Null strides: contiguous. A byte offset that is not a whole number of elements still
-  // reads from the byte the producer named.
-  std::vector<float> shifted(8);
-  std::vector<char> bytes(sizeof(float) * 8 + 2);
-  for (size_t i = 0; i < 8; ++i) shifted[i] = static_cast<float>(i) + 0.5f;
-  std::memcpy(bytes.data() + 2, shifted.data(), sizeof(float) * 8);
+  // Null strides: contiguous. A data pointer and a byte offset that are not whole elements each,
+  // but whose sum is an aligned element, read from the byte the producer named.
+  std::vector<float> floats(9);
+  for (size_t i = 0; i < 9; ++i) floats[i] = static_cast<float>(i) + 0.5f;
+  auto* bytes = reinterpret_cast<char*>(floats.data());
   Producer<DLManagedTensor> q({}, {2, 4}, {}, 2);
-  q.managed.dl_tensor.data = bytes.data();
+  q.managed.dl_tensor.data = bytes + 2;  // + 2 bytes of offset: floats[1]
   {
     const Tensor t = from_dlpack(&q.managed);
     CHECK(t.is_contiguous());
-    CHECK(t.to_vector<float>() == shifted);
+    CHECK(t.to_vector<float>() == std::vector<float>(floats.begin() + 1, floats.end()));
   }
   CHECK(q.deleted == 1);
+  // Elements that are not aligned would be read in place by every kernel: refused.
+  q.managed.dl_tensor.data = bytes + 1;
+  CHECK_THROWS_WITH(from_dlpack(&q.managed),
+                    Catch::Contains("is not aligned to its 4-byte float32 elements"));
+  CHECK(q.deleted == 1);
+  CHECK_THROWS_WITH(from_blob(bytes + 2, {2}, std::nullopt, nullptr),
+                    Catch::Contains("[from_blob] the data") && Catch::Contains("is not aligned"));
 }
 
 TEST_CASE("a read-only import refuses every in-place write and exports read-only",
