@@ -49,8 +49,8 @@ namespace {
 struct Options {
   std::vector<int> threads{1, 2};
   // 25 rounds (5.5 minutes for the table at 1 and 2 threads on a 2-core Xeon): with 9, the rows
-  // near their target changed side between runs of the same build more often (bench/RESULTS.md,
-  // 2026-12-05, sixth session).
+  // near their target changed side between runs of the same build more often
+  // (bench/history/2026-12.md, 2026-12-05, sixth session).
   int rounds = 25;
   std::string filter;
 };

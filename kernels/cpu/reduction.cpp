@@ -114,7 +114,7 @@ typename R::Acc reduce_lanes(const R& r, const typename R::Acc& identity, const 
     // A contiguous sum's lanes are several vectors wide (four under AVX-512), so that its adds
     // form independent chains: summing 64 MiB on one thread of an Intel Xeon took 2.53 ms with
     // one chain of AVX-512 adds and 2.32 ms with four, the core's streaming rate and libtorch's
-    // time (bench/RESULTS.md, 2026-12-04).
+    // time (bench/history/2026-12.md, 2026-12-04).
     for (; i + kWideLanes <= n; i += kWideLanes) {
       for (int j = 0; j < kWideLanes; ++j) r.step(lanes[j], at(i + j), i0 + i + j);
     }
