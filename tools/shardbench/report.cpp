@@ -149,11 +149,19 @@ std::string table(const ModelConfig& c, const Calibration& cal,
             : "  [differs from the formula: " + collectives_text(r.expected) + "]");
   }
   const double error = median_prediction_error(results);
+  const auto plans = std::count_if(results.begin(), results.end(), [](const StrategyResult& r) {
+    return r.strategy.kind == StrategyKind::Plan;
+  });
+  const auto strategies = static_cast<int64_t>(results.size()) - plans;
+  const auto counted = [](int64_t n, const char* one, const char* many) {
+    return fmt::format("{} {}", n, n == 1 ? one : many);
+  };
   s += fmt::format(
-      "median |predicted - measured| / measured: {} over {} {}  (comm ms: the step's collectives "
+      "median |predicted - measured| / measured: {} over {}{}  (comm ms: the step's collectives "
       "alone on the same groups)\n",
-      std::isnan(error) ? "none" : fmt::format("{:.0f}%", 100 * error), results.size(),
-      results.size() == 1 ? "strategy" : "strategies and plans");
+      std::isnan(error) ? "none" : fmt::format("{:.0f}%", 100 * error),
+      counted(strategies, "strategy", "strategies"),
+      plans == 0 ? "" : " and " + counted(plans, "plan", "plans"));
   const RankingAgreement ranking = ranking_agreement(results, kRankingMargin);
   s += fmt::format(
       "ranking: the prediction orders {} of {} pairs of strategies as measured (pairs more than "
