@@ -22,6 +22,7 @@
 #include "tessera/dtensor/debug/raw_collectives.h"
 #include "tessera/dtensor/debug/visualize_sharding.h"
 #include "tessera/dtensor/redistribute/plan.h"
+#include "tools/launch.h"
 
 namespace ts = tessera;
 
@@ -169,6 +170,7 @@ Args parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!ts::tools::runs_in_this_process("tessera-redistribute")) return 0;
   const Args args = parse(argc, argv);
   const ts::Placements src = parse_placements(args.from);
   const ts::Placements dst = parse_placements(args.to);
@@ -182,51 +184,56 @@ int main(int argc, char** argv) {
   std::mutex print_mutex;
   int status = 0;
   try {
-    ts::dist::run_threads(world_size, [&](ts::dist::ProcessGroupPtr world) {
-      ts::set_num_threads(1);
-      const ts::DeviceMesh mesh(ts::DeviceType::CPU, args.mesh);
-      const bool lead = world->rank() == 0;
-      ts::Generator gen(42);
-      const ts::Tensor global = ts::rand(args.shape, args.dtype, &gen);
-      const ts::DTensor x = ts::distribute_tensor(global, mesh, src);
-      const ts::dtensor::RedistributePlan& plan = ts::dtensor::plan_redistribute(x.spec(), [&] {
-        return ts::dtensor::normalize_placements("tessera-redistribute", dst, mesh,
-                                                 static_cast<int64_t>(args.shape.size()));
-      }());
-      ts::DTensor y;
-      int64_t collectives = 0;
-      {
-        ts::debug::CommDebugMode mode;
-        y = x.redistribute(dst);
-        collectives = mode.get_total_counts();
-      }
-      const bool correct = ts::equal(y.full_tensor(), global);
-      const ts::bench::PairTiming timing = ts::bench::time_alternating(
-          world, [&] { x.redistribute(dst); }, ts::debug::raw_collectives(x.spec(), plan),
-          args.iters);
-      if (!lead) return;
-      std::lock_guard<std::mutex> lock(print_mutex);
-      const int64_t bytes = args.shape.numel() * static_cast<int64_t>(ts::element_size(args.dtype));
-      std::cout << fmt::format(
-          "redistribute {} -> {} of {} {} ({:.1f} MiB) on mesh {} ({} ranks, "
-          "threads backend)\n\n",
-          ts::to_string(src), ts::to_string(dst), args.shape, args.dtype,
-          static_cast<double>(bytes) / (1 << 20), args.mesh, world_size);
-      std::cout << "plan:\n" << plan.to_string() << "\n\n";
-      if (args.shape.size() <= 2) {
-        ts::debug::visualize_sharding(x, "source:");
-        std::cout << "\n";
-        ts::debug::visualize_sharding(y, "target:");
-        std::cout << "\n";
-      }
-      std::cout << fmt::format("collectives issued: {}    result equals the source tensor: {}\n",
-                               collectives, correct ? "yes" : "NO");
-      std::cout << fmt::format(
-          "time: redistribute {:.3f} ms, raw collectives of its steps {:.3f} ms -> {:.2f}x "
-          "(medians of {} alternating rounds)\n",
-          timing.op_s * 1e3, timing.reference_s * 1e3, timing.ratio, args.iters);
-      if (!correct) status = 1;
-    });
+    ts::dist::run_threads(
+        world_size,
+        [&](ts::dist::ProcessGroupPtr world) {
+          ts::set_num_threads(1);
+          const ts::DeviceMesh mesh(ts::DeviceType::CPU, args.mesh);
+          const bool lead = world->rank() == 0;
+          ts::Generator gen(42);
+          const ts::Tensor global = ts::rand(args.shape, args.dtype, &gen);
+          const ts::DTensor x = ts::distribute_tensor(global, mesh, src);
+          const ts::dtensor::RedistributePlan& plan = ts::dtensor::plan_redistribute(x.spec(), [&] {
+            return ts::dtensor::normalize_placements("tessera-redistribute", dst, mesh,
+                                                     static_cast<int64_t>(args.shape.size()));
+          }());
+          ts::DTensor y;
+          int64_t collectives = 0;
+          {
+            ts::debug::CommDebugMode mode;
+            y = x.redistribute(dst);
+            collectives = mode.get_total_counts();
+          }
+          const bool correct = ts::equal(y.full_tensor(), global);
+          const ts::bench::PairTiming timing = ts::bench::time_alternating(
+              world, [&] { x.redistribute(dst); }, ts::debug::raw_collectives(x.spec(), plan),
+              args.iters);
+          if (!lead) return;
+          std::lock_guard<std::mutex> lock(print_mutex);
+          const int64_t bytes =
+              args.shape.numel() * static_cast<int64_t>(ts::element_size(args.dtype));
+          std::cout << fmt::format(
+              "redistribute {} -> {} of {} {} ({:.1f} MiB) on mesh {} ({} ranks, "
+              "threads backend)\n\n",
+              ts::to_string(src), ts::to_string(dst), args.shape, args.dtype,
+              static_cast<double>(bytes) / (1 << 20), args.mesh, world_size);
+          std::cout << "plan:\n" << plan.to_string() << "\n\n";
+          if (args.shape.size() <= 2) {
+            ts::debug::visualize_sharding(x, "source:");
+            std::cout << "\n";
+            ts::debug::visualize_sharding(y, "target:");
+            std::cout << "\n";
+          }
+          std::cout << fmt::format(
+              "collectives issued: {}    result equals the source tensor: {}\n", collectives,
+              correct ? "yes" : "NO");
+          std::cout << fmt::format(
+              "time: redistribute {:.3f} ms, raw collectives of its steps {:.3f} ms -> {:.2f}x "
+              "(medians of {} alternating rounds)\n",
+              timing.op_s * 1e3, timing.reference_s * 1e3, timing.ratio, args.iters);
+          if (!correct) status = 1;
+        },
+        ts::tools::rank_threads_options());
   } catch (const std::exception& e) {
     std::cerr << "tessera-redistribute: " << e.what() << "\n";
     return 1;

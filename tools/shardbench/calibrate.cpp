@@ -11,7 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "tools/shardbench/launch.h"
+#include "tools/launch.h"
 
 namespace tessera::shardbench {
 
@@ -108,7 +108,7 @@ Measurement on_every_rank(const Strategy& s, const ModelConfig& c, const RunOpti
           slowest.optimizer_steps_s = m.optimizer_steps_s;
         }
       },
-      rank_threads_options());
+      tools::rank_threads_options());
   return slowest;
 }
 
@@ -301,7 +301,7 @@ Calibration calibrate(const std::vector<Shape>& mesh_shapes, int sessions, int64
               }
             }
           },
-          rank_threads_options());
+          tools::rank_threads_options());
     }
   }
   std::map<int64_t, std::vector<std::string>> latency_only;  // group size -> "kind alpha"

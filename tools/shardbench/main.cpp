@@ -9,9 +9,9 @@
 #include <optional>
 #include <set>
 
+#include "tools/launch.h"
 #include "tools/shardbench/chart.h"
 #include "tools/shardbench/cpu_load.h"
-#include "tools/shardbench/launch.h"
 #include "tools/shardbench/options.h"
 #include "tools/shardbench/progress.h"
 #include "tools/shardbench/report.h"
@@ -130,7 +130,7 @@ int simulate(const sb::Options& o) {
 int main(int argc, char** argv) {
   try {
     // Before the flags: a launched job's flag error is said once, by rank 0.
-    if (!sb::runs_in_this_process()) return 0;
+    if (!tessera::tools::runs_in_this_process("tessera-shardbench")) return 0;
     const sb::Options o = sb::parse_options(std::vector<std::string>(argv + 1, argv + argc));
     if (o.help) {
       fmt::print("{}", sb::usage());

@@ -7,7 +7,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "tools/shardbench/launch.h"
+#include "tools/launch.h"
 
 namespace tessera::shardbench {
 
@@ -257,7 +257,7 @@ Measurement measure(const Strategy& s, const ModelConfig& c, const RunOptions& o
           if (rank0) collectives = totals(f.issued, &mesh);
           ranks[static_cast<size_t>(world->rank())] = std::move(f);
         },
-        rank_threads_options());
+        tools::rank_threads_options());
     m.comm_alone_s = comm_alone;
     m.tracing_s = tracing_seconds_per_event() * static_cast<double>(events_per_step);
     m.collectives = collectives;

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <variant>
 
-#include "tools/shardbench/launch.h"
+#include "tools/launch.h"
 
 namespace tessera::shardbench {
 
@@ -210,7 +210,7 @@ void step_under_plan(const Strategy& s, const ModelConfig& c) {
                    e.what());
         }
       },
-      rank_threads_options());
+      tools::rank_threads_options());
 }
 
 }  // namespace
