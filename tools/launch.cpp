@@ -11,11 +11,14 @@ bool runs_in_this_process(std::string_view program) {
   const int processes = dist::launcher_world_size().value_or(1);
   if (processes <= 1) return true;
   if (dist::launcher_rank().value_or(0) != 0) return false;
+  const int others = processes - 1;
   fmt::print(stderr,
              "{}: started by an MPI launcher as {} processes; it runs its ranks as threads of one "
-             "process, so it runs in the launcher's rank 0 alone and the other {} processes exit. "
-             "Start it without the launcher.\n",
-             program, processes, processes - 1);
+             "process, so it runs in the launcher's rank 0 alone and {} exit{}. Start it without "
+             "the launcher.\n",
+             program, processes,
+             others == 1 ? "the other process" : fmt::format("the other {} processes", others),
+             others == 1 ? "s" : "");
   return true;
 }
 
