@@ -90,15 +90,10 @@ double largest_value(const std::string& key) {
 }
 
 double positive_number(const std::string& where, const std::string& key, const std::string& value) {
-  size_t used = 0;
-  double v = 0.0;
-  try {
-    v = std::stod(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  TS_CHECK(used == value.size() && !value.empty() && v > 0.0, "[tessera-shardbench] ", where, ": ",
-           key, " expects a positive number, got '", value, "'");
+  const std::optional<double> parsed = parse_number(value);
+  const double v = parsed.value_or(0.0);
+  TS_CHECK(v > 0.0, "[tessera-shardbench] ", where, ": ", key, " expects a positive number, got '",
+           value, "'");
   TS_CHECK(v <= largest_value(key) && (key != "compute_efficiency" || v >= 1e-6),
            "[tessera-shardbench] ", where, ": ", key, " = ", value, " is out of range; valid: (0, ",
            largest_value(key), "]", key == "compute_efficiency" ? " and at least 1e-06" : "");
@@ -106,6 +101,16 @@ double positive_number(const std::string& where, const std::string& key, const s
 }
 
 }  // namespace
+
+std::optional<double> parse_number(const std::string& text) {
+  size_t used = 0;
+  try {
+    const double v = std::stod(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
 
 std::vector<std::string> cluster_presets() { return {"8xH100", "8xH200", "A100"}; }
 

@@ -5,6 +5,7 @@
 // (see cluster.cpp for the source of every number); any other cluster from a key=value file.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct Cluster {
 
 // "8xH100", "8xH200" or "A100". Errors: any other name (the message lists the presets).
 Cluster cluster_preset(const std::string& name);
+// The whole of `text` as a number; nullopt when it is empty, has characters after the number or
+// is out of double's range (the flags' and the cluster files' values).
+std::optional<double> parse_number(const std::string& text);
+
 std::vector<std::string> cluster_presets();
 
 // A cluster file: "key = value" lines, '#' comments, blank lines ignored. Keys (units in the

@@ -189,14 +189,8 @@ TP inside a node) the step time, MFU, tokens/s per GPU, memory per GPU, feasibil
 namespace {
 
 double parse_efficiency(const std::string& value) {
-  size_t used = 0;
-  double v = 0.0;
-  try {
-    v = std::stod(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  TS_CHECK(used == value.size() && !value.empty() && v >= kMinEfficiency && v <= 1.0,
+  const double v = parse_number(value).value_or(0.0);
+  TS_CHECK(v >= kMinEfficiency && v <= 1.0,
            "[tessera-shardbench] --efficiency expects a fraction in (0, 1] of at least ",
            kMinEfficiency, ", got '", value, "'");
   return v;
