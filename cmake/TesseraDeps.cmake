@@ -1,7 +1,7 @@
 # Third-party dependencies: Debian packages (tools/install-deps.sh), or, on a machine without
 # them (the GPU machine), the header-only ones from the folder tools/prepare-gpu-deps.sh fills.
 #
-# TESSERA_DEPS_DIR: when set, Eigen, fmt, Catch2, DLPack and nlohmann-json come only from that
+# TESSERA_DEPS_DIR: when set, Eigen, fmt, Catch2, DLPack, nlohmann-json and xxHash come only from that
 # folder (NO_DEFAULT_PATH), so a build there never mixes in other copies; fmt is then used
 # header-only (FMT_HEADER_ONLY).
 # TESSERA_ONEDNN=AUTO|ON|OFF: oneDNN's matmul primitive for the CPU float matmul. AUTO uses it
@@ -12,7 +12,7 @@
 # when found; without it kernels/cpu/no_openblas_matmul.cpp declines every problem. Sets
 # TESSERA_HAS_OPENBLAS.
 set(TESSERA_DEPS_DIR "" CACHE PATH
-    "Folder made by tools/prepare-gpu-deps.sh; when set, Eigen, fmt, Catch2, DLPack and nlohmann-json come only from it")
+    "Folder made by tools/prepare-gpu-deps.sh; when set, Eigen, fmt, Catch2, DLPack, nlohmann-json and xxHash come only from it")
 set(TESSERA_ONEDNN AUTO CACHE STRING "Use oneDNN for the CPU float matmul: AUTO, ON or OFF")
 set_property(CACHE TESSERA_ONEDNN PROPERTY STRINGS AUTO ON OFF)
 set(TESSERA_OPENBLAS AUTO CACHE STRING "Use OpenBLAS for the CPU float32 matmul: AUTO, ON or OFF")
@@ -48,9 +48,9 @@ if(TESSERA_DEPS_DIR)
     find_package(Catch2 2 REQUIRED CONFIG PATHS "${TESSERA_DEPS_DIR}" NO_DEFAULT_PATH)
   endif()
   find_package(dlpack REQUIRED CONFIG PATHS "${TESSERA_DEPS_DIR}" NO_DEFAULT_PATH)
-  if(TESSERA_BUILD_TOOLS)
-    find_package(nlohmann_json 3 REQUIRED CONFIG PATHS "${TESSERA_DEPS_DIR}" NO_DEFAULT_PATH)
-  endif()
+  find_package(nlohmann_json 3 REQUIRED CONFIG PATHS "${TESSERA_DEPS_DIR}" NO_DEFAULT_PATH)
+  find_path(TESSERA_XXHASH_INCLUDE_DIR xxhash.h PATHS "${TESSERA_DEPS_DIR}/include" NO_DEFAULT_PATH
+            REQUIRED)
   message(STATUS "Tessera: dependencies from TESSERA_DEPS_DIR: Eigen3 ${Eigen3_DIR}; "
                  "fmt ${tessera_fmt_from}; Catch2 ${Catch2_DIR}; dlpack ${dlpack_DIR}")
 else()
@@ -58,9 +58,13 @@ else()
   find_package(Eigen3 3.4 REQUIRED NO_MODULE)
   # Debian's libdlpack-dev (header-only, DLPack 0.6); runtime/dlpack.h adds what 1.x declares.
   find_package(dlpack REQUIRED CONFIG)
-  # The tools' JSON (tessera-shardbench --json): Debian's nlohmann-json3-dev, header-only.
-  if(TESSERA_BUILD_TOOLS)
-    find_package(nlohmann_json 3 REQUIRED CONFIG)
+  # JSON (checkpoint metadata, tessera-shardbench --json): Debian's nlohmann-json3-dev,
+  # header-only.
+  find_package(nlohmann_json 3 REQUIRED CONFIG)
+  # XXH3 checksums of checkpoint chunks: Debian's libxxhash-dev, used header-only.
+  find_path(TESSERA_XXHASH_INCLUDE_DIR xxhash.h)
+  if(NOT TESSERA_XXHASH_INCLUDE_DIR)
+    message(FATAL_ERROR "Tessera: xxhash.h not found: install libxxhash-dev (tools/install-deps.sh)")
   endif()
 endif()
 
@@ -73,7 +77,7 @@ endif()
 # repository paths, which the Notes and docs cite).
 set(TESSERA_BUILD_INCLUDE_DIR ${PROJECT_BINARY_DIR}/include)
 file(MAKE_DIRECTORY ${TESSERA_BUILD_INCLUDE_DIR}/tessera)
-foreach(entry runtime autograd collectives dtensor kernels tessera/tessera.h)
+foreach(entry runtime autograd collectives dtensor checkpoint kernels tessera/tessera.h)
   get_filename_component(name ${entry} NAME)
   file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${entry} ${TESSERA_BUILD_INCLUDE_DIR}/tessera/${name}
        SYMBOLIC)
@@ -92,9 +96,14 @@ target_link_libraries(tessera_headers INTERFACE fmt::fmt dlpack::dlpack Threads:
 # constexpr code, so CUDA sources keep it on.
 target_compile_definitions(tessera_headers INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:FMT_USE_CONSTEXPR=1>)
 
-# What only the library's own sources need.
+# What only the library's own sources need (header-only ones are not in the installed
+# package's interface).
 add_library(tessera_private_deps INTERFACE)
 target_link_libraries(tessera_private_deps INTERFACE Eigen3::Eigen OpenMP::OpenMP_CXX)
+add_library(tessera_checkpoint_deps INTERFACE)
+target_link_libraries(tessera_checkpoint_deps INTERFACE $<BUILD_INTERFACE:nlohmann_json::nlohmann_json>)
+target_include_directories(tessera_checkpoint_deps SYSTEM INTERFACE
+                           $<BUILD_INTERFACE:${TESSERA_XXHASH_INCLUDE_DIR}>)
 
 set(TESSERA_HAS_ONEDNN OFF)
 if(NOT TESSERA_ONEDNN STREQUAL "OFF")

@@ -15,7 +15,7 @@ install(TARGETS tessera tessera_headers EXPORT TesseraTargets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Public headers under include/tessera/, the package's only include directory (Note [One include
 # root] in cmake/TesseraDeps.cmake): <tessera/tessera.h>, <tessera/runtime/tensor.h>, ...
-install(DIRECTORY runtime autograd collectives dtensor DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tessera
+install(DIRECTORY runtime autograd collectives dtensor checkpoint DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tessera
   FILES_MATCHING PATTERN "*.h")
 install(FILES tessera/tessera.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tessera)
 install(EXPORT TesseraTargets NAMESPACE Tessera:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Tessera)

@@ -6,6 +6,7 @@
 #include "tessera/autograd/gradcheck.h"
 #include "tessera/autograd/nn/nn.h"
 #include "tessera/autograd/optim/optim.h"
+#include "tessera/checkpoint/checkpoint.h"
 #include "tessera/collectives/dist.h"
 #include "tessera/collectives/nccl/nccl.h"
 #include "tessera/collectives/observer.h"

@@ -21,7 +21,8 @@ packages=(
   "catch2:Catch2 2.13, tests"
   "libfmt-dev:fmt 9, formatting"
   "libdlpack-dev:DLPack header, to_dlpack / from_dlpack"
-  "nlohmann-json3-dev:JSON for the tools' output (tessera-shardbench --json)"
+  "nlohmann-json3-dev:JSON: checkpoint metadata, the tools' output (tessera-shardbench --json)"
+  "libxxhash-dev:XXH3 checksums of checkpoint chunks (header-only use)"
 )
 
 missing=()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Copies the header-only dependencies of a Tessera build (Eigen 3.4, fmt 9, Catch2 2.x, DLPack, nlohmann-json) from this
+# Copies the header-only dependencies of a Tessera build (Eigen 3.4, fmt 9, Catch2 2.x, DLPack, nlohmann-json, xxHash) from this
 # machine's Debian packages into one folder laid out as an install prefix, for a machine that has
 # a compiler, CMake and CUDA but none of these packages and no network (the GPU machine). Point
 # the build at it with -DTESSERA_DEPS_DIR=<folder> (tools/gpu-check.sh does).
@@ -18,11 +18,12 @@ catch2_cmake=/usr/lib/cmake/Catch2
 dlpack_include=/usr/include/dlpack
 json_include=/usr/include/nlohmann
 json_cmake=/usr/share/cmake/nlohmann_json
+xxhash_header=/usr/include/xxhash.h
 
 for path in "${eigen_include}/Eigen" "${eigen_cmake}/Eigen3Config.cmake" \
   "${fmt_include}/format-inl.h" "${catch2_include}/catch.hpp" "${catch2_cmake}/Catch.cmake" \
   "${catch2_cmake}/CatchAddTests.cmake" "${catch2_cmake}/Catch2ConfigVersion.cmake" \
-  "${dlpack_include}/dlpack.h" "${json_include}/json.hpp" "${json_cmake}/nlohmann_jsonConfig.cmake"; do
+  "${dlpack_include}/dlpack.h" "${json_include}/json.hpp" "${json_cmake}/nlohmann_jsonConfig.cmake" "${xxhash_header}"; do
   if [[ ! -e "${path}" ]]; then
     echo "prepare-gpu-deps: ${path} is missing; run tools/install-deps.sh first" >&2
     exit 1
@@ -87,8 +88,11 @@ cp -r "${json_include}" "${dest}/include/nlohmann"
 mkdir -p "${dest}/share/cmake"
 cp -r "${json_cmake}" "${dest}/share/cmake/nlohmann_json"
 
+# xxHash: one header, inlined by checkpoint/detail/checksum.cpp (XXH_INLINE_ALL).
+cp "${xxhash_header}" "${dest}/include/xxhash.h"
+
 # Their licenses travel with them.
-for pkg in libeigen3-dev libfmt-dev catch2 libdlpack-dev nlohmann-json3-dev; do
+for pkg in libeigen3-dev libfmt-dev catch2 libdlpack-dev nlohmann-json3-dev libxxhash-dev; do
   if [[ -f "/usr/share/doc/${pkg}/copyright" ]]; then
     mkdir -p "${dest}/share/doc/${pkg}"
     cp "/usr/share/doc/${pkg}/copyright" "${dest}/share/doc/${pkg}/"

@@ -17,12 +17,15 @@ void AdamWOptions::validate(const char* op) const {
            " (must be >= 0)");
 }
 
+void AdamWState::materialize(const Tensor& param, const AdamWOptions& options) {
+  if (!exp_avg.defined()) exp_avg = zeros_like(param);
+  if (!exp_avg_sq.defined()) exp_avg_sq = zeros_like(param);
+  if (options.amsgrad && !max_exp_avg_sq.defined()) max_exp_avg_sq = zeros_like(param);
+}
+
 void adamw_update(Tensor param, const Tensor& grad, AdamWState& state,
                   const AdamWOptions& options) {
-  if (state.step == 0) {
-    state.exp_avg = zeros_like(param);
-    state.exp_avg_sq = zeros_like(param);
-  }
+  state.materialize(param, options);
   ++state.step;
   const Tensor g = options.maximize ? -grad : grad;
   // Decoupled decay: shrink the weights directly instead of adding to the gradient.
@@ -38,10 +41,10 @@ void adamw_update(Tensor param, const Tensor& grad, AdamWState& state,
   const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(options.beta2, steps));
   Tensor second_moment = state.exp_avg_sq;
   if (options.amsgrad) {
-    // The running maximum of v itself (not bias-corrected), as PyTorch; created on first use, so
-    // amsgrad may be switched on between steps.
-    if (!state.max_exp_avg_sq.defined()) state.max_exp_avg_sq = zeros_like(param);
-    state.max_exp_avg_sq = maximum(state.max_exp_avg_sq, state.exp_avg_sq);
+    // The running maximum of v itself (not bias-corrected), as PyTorch; materialized on first
+    // use, so amsgrad may be switched on between steps.
+    // In place, so that a checkpoint's reference to it stays the state.
+    state.max_exp_avg_sq.copy_(maximum(state.max_exp_avg_sq, state.exp_avg_sq));
     second_moment = state.max_exp_avg_sq;
   }
   Tensor denom = sqrt(second_moment);

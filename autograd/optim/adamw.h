@@ -23,6 +23,16 @@ struct AdamWOptions {
 
   // Errors: a negative lr, eps or weight_decay; a beta outside [0, 1).
   void validate(const char* op) const;
+  template <typename F>
+  void for_each_field(F&& f) {
+    f("lr", lr);
+    f("beta1", beta1);
+    f("beta2", beta2);
+    f("eps", eps);
+    f("weight_decay", weight_decay);
+    f("amsgrad", amsgrad);
+    f("maximize", maximize);
+  }
 };
 
 struct AdamWState {
@@ -30,6 +40,16 @@ struct AdamWState {
   Tensor exp_avg;         // m
   Tensor exp_avg_sq;      // v
   Tensor max_exp_avg_sq;  // with amsgrad only
+
+  // The state the first update would create (Note [Optimizer state in checkpoints]).
+  void materialize(const Tensor& param, const AdamWOptions& options);
+  template <typename F>
+  void for_each_field(F&& f) {
+    f("step", step);
+    f("exp_avg", exp_avg);
+    f("exp_avg_sq", exp_avg_sq);
+    f("max_exp_avg_sq", max_exp_avg_sq);
+  }
 };
 
 // One update of `param` in place from `grad` (see Note [Optimizer updates on shards]). Call under

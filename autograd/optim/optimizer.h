@@ -11,16 +11,28 @@
 // local shard of its gradient and state: elementwise updates commute with sharding, and the state
 // lives where the shard lives. Optimizers that need a global quantity (a norm for clipping, LAMB's
 // trust ratio) must reduce it across the mesh first; SGD and AdamW need none.
+//
+// Note [Optimizer state in checkpoints]
+// A checkpoint (checkpoint/state_dict.h) reads and writes an optimizer's state through references
+// to its fields: per parameter, named tensors (AdamW's exp_avg, ...) and integers (the step
+// count); per group, the named options (lr, betas, ...; booleans as 0 / 1). Before the first
+// step the state is empty, so the references materialize it as the state that step would create
+// (zeros with the parameter's layout, step 0): the first update then reads the materialized
+// state exactly as it would have created it, and a load has tensors to fill in place. The
+// updates modify state tensors in place, never replace them, so references handed out stay the
+// state.
 
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "tessera/autograd/nn/parameter_utils.h"
+#include "tessera/runtime/error.h"
 #include "tessera/runtime/grad_mode.h"
 #include "tessera/runtime/tensor.h"
 
@@ -40,6 +52,22 @@ class Optimizer {
   // Every parameter of every group, in order.
   virtual std::vector<Tensor> parameters() const = 0;
 
+  // ---- checkpoint access: Note [Optimizer state in checkpoints] ----
+  struct StateRefs {
+    std::vector<std::pair<std::string, Tensor*>> tensors;
+    std::vector<std::pair<std::string, int64_t*>> integers;
+  };
+  struct OptionRef {
+    std::string name;
+    double* number = nullptr;  // one of the two is set
+    bool* flag = nullptr;
+  };
+  // The state of `param` (materialized when it has none yet). Error: `param` is not one of the
+  // optimizer's parameters.
+  virtual StateRefs state_refs(const Tensor& param) = 0;
+  virtual size_t num_param_groups() const = 0;
+  virtual std::vector<OptionRef> option_refs(size_t group) = 0;
+
  protected:
   Optimizer() = default;
 };
@@ -56,9 +84,12 @@ namespace detail {
 void check_param(const Tensor& param, const char* op, std::unordered_set<const TensorImpl*>& seen);
 }  // namespace detail
 
-// Options must provide `void validate(const char* op) const` (raising on invalid values).
-// Update is the per-parameter update: void(Tensor param, const Tensor& grad, State&, const
-// Options&); see Note [Optimizer updates on shards].
+// Options must provide `void validate(const char* op) const` (raising on invalid values) and
+// `for_each_field(f)`, calling f(name, double&) or f(name, bool&) for each option; State must
+// provide `materialize(param, options)` and `for_each_field(f)`, calling f(name, Tensor&) or
+// f(name, int64_t&) (Note [Optimizer state in checkpoints]). Update is the per-parameter update:
+// void(Tensor param, const Tensor& grad, State&, const Options&); see Note [Optimizer updates on
+// shards].
 template <typename Options, typename State, auto Update>
 class GroupedOptimizer : public Optimizer {
  public:
@@ -102,6 +133,47 @@ class GroupedOptimizer : public Optimizer {
     static const State kInitial{};
     auto it = state_.find(param.unsafe_impl());
     return it == state_.end() ? kInitial : it->second;
+  }
+
+  StateRefs state_refs(const Tensor& param) override {
+    const Options* options = nullptr;
+    for (const ParamGroup<Options>& group : groups_) {
+      for (const Tensor& p : group.params) {
+        if (p.unsafe_impl() == param.unsafe_impl()) options = &group.options;
+      }
+    }
+    TS_CHECK(options != nullptr, "[", name_, ".state_refs] the tensor is not a parameter of this ",
+             name_);
+    State& state = state_[param.unsafe_impl()];
+    {
+      NoGradGuard no_grad;
+      state.materialize(param, *options);
+    }
+    StateRefs refs;
+    state.for_each_field([&refs](const char* field, auto& value) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, Tensor>) {
+        if (value.defined()) refs.tensors.emplace_back(field, &value);
+      } else {
+        refs.integers.emplace_back(field, &value);
+      }
+    });
+    return refs;
+  }
+
+  size_t num_param_groups() const override { return groups_.size(); }
+
+  std::vector<OptionRef> option_refs(size_t group) override {
+    TS_CHECK(group < groups_.size(), "[", name_, ".option_refs] group ", group, " of ",
+             groups_.size());
+    std::vector<OptionRef> refs;
+    groups_[group].options.for_each_field([&refs](const char* field, auto& value) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, bool>) {
+        refs.push_back(OptionRef{field, nullptr, &value});
+      } else {
+        refs.push_back(OptionRef{field, &value, nullptr});
+      }
+    });
+    return refs;
   }
 
  protected:

@@ -14,6 +14,10 @@ void SGDOptions::validate(const char* op) const {
            momentum, " and dampening ", dampening);
 }
 
+void SGDState::materialize(const Tensor& param, const SGDOptions& options) {
+  if (options.momentum != 0.0 && !momentum_buffer.defined()) momentum_buffer = zeros_like(param);
+}
+
 void sgd_update(Tensor param, const Tensor& grad, SGDState& state, const SGDOptions& options) {
   Tensor g = options.maximize ? -grad : grad;
   if (options.weight_decay != 0.0) g = g + param * options.weight_decay;
@@ -21,10 +25,13 @@ void sgd_update(Tensor param, const Tensor& grad, SGDState& state, const SGDOpti
     Tensor& buf = state.momentum_buffer;
     if (!buf.defined()) {
       buf = g.clone();  // g may still be the caller's gradient: the buffer must own its data
+    } else if (state.momentum_steps == 0) {
+      buf.copy_(g);  // a materialized buffer: filled in place, so references to it stay valid
     } else {
       buf *= options.momentum;
       buf += g * (1.0 - options.dampening);
     }
+    ++state.momentum_steps;
     g = options.nesterov ? g + buf * options.momentum : buf;
   }
   param -= g * options.lr;

@@ -6,6 +6,7 @@
 //                  g = nesterov ? g + momentum * buf : buf
 //   p -= lr * g
 
+#include <cstdint>
 #include <vector>
 
 #include "tessera/autograd/optim/optimizer.h"
@@ -22,10 +23,30 @@ struct SGDOptions {
 
   // Errors: a negative lr, momentum or weight_decay; nesterov without momentum or with dampening.
   void validate(const char* op) const;
+  template <typename F>
+  void for_each_field(F&& f) {
+    f("lr", lr);
+    f("momentum", momentum);
+    f("dampening", dampening);
+    f("weight_decay", weight_decay);
+    f("nesterov", nesterov);
+    f("maximize", maximize);
+  }
 };
 
 struct SGDState {
-  Tensor momentum_buffer;  // undefined until the first step with momentum
+  // Defined with a momentum; its first update copies the gradient into it (torch's clone), the
+  // next ones accumulate.
+  Tensor momentum_buffer;
+  int64_t momentum_steps = 0;  // updates that used the buffer
+
+  // The state the first update would create (Note [Optimizer state in checkpoints]).
+  void materialize(const Tensor& param, const SGDOptions& options);
+  template <typename F>
+  void for_each_field(F&& f) {
+    f("momentum_steps", momentum_steps);
+    f("momentum_buffer", momentum_buffer);
+  }
 };
 
 // One update of `param` in place from `grad` (see Note [Optimizer updates on shards]). Call under
