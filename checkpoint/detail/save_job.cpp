@@ -8,6 +8,7 @@
 #include <random>
 
 #include "tessera/checkpoint/detail/checksum.h"
+#include "tessera/checkpoint/detail/chunk_reader.h"
 #include "tessera/checkpoint/detail/metadata.h"
 #include "tessera/checkpoint/detail/rank_agreement.h"
 #include "tessera/checkpoint/detail/safetensors.h"
@@ -69,11 +70,19 @@ DTensor without_partials(const DTensor& t) {
 }
 
 // Whether this rank writes its blocks of `t`: it has coordinate 0 on every mesh dim that does
-// not shard it, so each replicated block is written once.
+// not shard it, so each replicated block is written once. A DTensor on a sub-mesh (fully_shard on
+// mesh["dp"] of a 2-D mesh) is replicated along the root mesh's other dims too.
 bool writes_replica(const DTensor& t) {
-  const std::vector<int64_t> coordinate = t.spec().coordinate();
-  for (size_t d = 0; d < coordinate.size(); ++d) {
-    if (t.placements()[d].is_replicate() && coordinate[d] != 0) return false;
+  const DeviceMesh& mesh = t.device_mesh();
+  const std::vector<int64_t> dims = mesh.root_dims();
+  const std::optional<std::vector<int64_t>> coordinate = mesh.root_mesh().get_coordinate();
+  if (!coordinate) return false;
+  for (size_t root_dim = 0; root_dim < coordinate->size(); ++root_dim) {
+    if ((*coordinate)[root_dim] == 0) continue;
+    const auto it = std::find(dims.begin(), dims.end(), static_cast<int64_t>(root_dim));
+    if (it == dims.end() || t.placements()[static_cast<size_t>(it - dims.begin())].is_replicate()) {
+      return false;
+    }
   }
   return true;
 }
@@ -158,10 +167,14 @@ void commit(const SaveJob& job, const std::vector<std::string>& records) {
   }
   for (const auto& [key, rec] : m.tensors) {
     int64_t covered = 0;
-    for (const ChunkRecord& c : rec.chunks) covered += Box{c.offsets, c.sizes}.numel();
+    std::string listed;
+    for (const ChunkRecord& c : rec.chunks) {
+      covered += Box{c.offsets, c.sizes}.numel();
+      listed += " " + c.file + " " + describe_box(c.offsets, c.sizes) + ";";
+    }
     TS_CHECK(covered == rec.shape.numel(), "[checkpoint.save] the ranks' chunks of tensor \"", key,
              "\" ", rec.shape, " hold ", covered, " of its ", rec.shape.numel(),
-             " elements: the ranks hold it under different meshes or placements");
+             " elements: the ranks hold it under different meshes or placements; chunks:", listed);
   }
   // A scalar equal on every rank is saved once; one that differs (a data-parallel generator), per
   // rank.
