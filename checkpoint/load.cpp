@@ -11,6 +11,7 @@
 #include "tessera/checkpoint/detail/boxes.h"
 #include "tessera/checkpoint/detail/chunk_reader.h"
 #include "tessera/checkpoint/detail/files.h"
+#include "tessera/checkpoint/detail/key_list.h"
 #include "tessera/checkpoint/detail/metadata.h"
 #include "tessera/checkpoint/detail/pending_save.h"
 #include "tessera/checkpoint/detail/rank_agreement.h"
@@ -29,14 +30,6 @@ using detail::ChunkRecord;
 using detail::File;
 using detail::TensorRecord;
 
-std::string list_keys(const std::vector<std::string>& keys) {
-  std::string out;
-  const size_t shown = std::min<size_t>(keys.size(), 10);
-  for (size_t i = 0; i < shown; ++i) out += (i ? ", \"" : "\"") + keys[i] + "\"";
-  if (keys.size() > shown) out += " and " + std::to_string(keys.size() - shown) + " more";
-  return out;
-}
-
 // Fills `into`'s tensors present in `tensors` from their chunks; checks keys, dtypes and
 // shapes first.
 void fill_tensors(StateDict& into, const std::map<std::string, TensorRecord>& tensors,
@@ -50,9 +43,10 @@ void fill_tensors(StateDict& into, const std::map<std::string, TensorRecord>& te
   }
   if (strict && (!missing.empty() || !unexpected.empty())) {
     std::string message = std::string("[") + op + "] the state dict and " + source + " disagree:";
-    if (!missing.empty()) message += " missing in the checkpoint: " + list_keys(missing) + ";";
+    if (!missing.empty())
+      message += " missing in the checkpoint: " + detail::list_keys(missing) + ";";
     if (!unexpected.empty())
-      message += " unexpected (not in the state dict): " + list_keys(unexpected) + ";";
+      message += " unexpected (not in the state dict): " + detail::list_keys(unexpected) + ";";
     throw Error(message + " (strict = false loads the keys both have)");
   }
   NoGradGuard no_grad;
@@ -117,7 +111,7 @@ void load(StateDict& into, const std::string& dir, bool strict) {
     }
     TS_CHECK(!strict || missing_scalars.empty(),
              "[checkpoint.load] scalars missing in the checkpoint ", dir, ": ",
-             list_keys(missing_scalars), " (strict = false keeps their values)");
+             detail::list_keys(missing_scalars), " (strict = false keeps their values)");
     ChunkReader reader(dir, "checkpoint.load");
     fill_tensors(into, m.tensors, reader, strict, "checkpoint.load", "the checkpoint in " + dir);
     for (const auto& [key, value] : m.scalars) into.scalars[key] = value;

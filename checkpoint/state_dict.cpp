@@ -5,6 +5,7 @@
 
 #include "tessera/checkpoint/checkpoint.h"
 #include "tessera/checkpoint/detail/boxes.h"
+#include "tessera/checkpoint/detail/key_list.h"
 #include "tessera/dtensor/dtensor.h"
 #include "tessera/runtime/generator.h"
 #include "tessera/runtime/grad_mode.h"
@@ -94,13 +95,6 @@ double as_double(const Scalar& s, const std::string& key, const char* op) {
   throw Error(std::string("[") + op + "] scalar \"" + key + "\" must be a number");
 }
 
-std::string list_keys(const std::vector<std::string>& keys) {
-  std::string out;
-  for (size_t i = 0; i < keys.size() && i < 10; ++i) out += (i ? ", \"" : "\"") + keys[i] + "\"";
-  if (keys.size() > 10) out += " and " + std::to_string(keys.size() - 10) + " more";
-  return out;
-}
-
 }  // namespace
 
 StateDict get_state_dict(nn::Module& model, optim::Optimizer* optimizer, StateDictOptions options) {
@@ -163,8 +157,8 @@ void set_state_dict(nn::Module& model, optim::Optimizer* optimizer, const StateD
   if (options.strict && (!missing.empty() || !unexpected.empty())) {
     std::string message = "[set_state_dict] the state dict does not match the model";
     message += optimizer ? " and optimizer:" : ":";
-    if (!missing.empty()) message += " missing " + list_keys(missing) + ";";
-    if (!unexpected.empty()) message += " unexpected " + list_keys(unexpected) + ";";
+    if (!missing.empty()) message += " missing " + detail::list_keys(missing) + ";";
+    if (!unexpected.empty()) message += " unexpected " + detail::list_keys(unexpected) + ";";
     throw Error(message + " (strict = false skips them)");
   }
   for (const auto& [key, target] : targets) {

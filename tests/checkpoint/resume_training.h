@@ -128,7 +128,7 @@ inline std::vector<std::string> compare_runs(const RunResult& a, const RunResult
   if (a.losses != b.losses) {
     std::string s = "losses differ:";
     for (size_t i = 0; i < a.losses.size() && i < b.losses.size(); ++i) {
-      s += " " + std::to_string(a.losses[i]) + " vs " + std::to_string(b.losses[i]);
+      s += fmt::format(" {} vs {}", a.losses[i], b.losses[i]);
     }
     f.push_back(s);
   }

@@ -93,7 +93,8 @@ TEST_CASE("the strict safetensors reader refuses malformed files with the reason
   CHECK_NOTHROW(parse(write_raw(dir, ok, std::string(8, 'x'))));
   const std::vector<std::tuple<std::string, std::string, std::string, uint64_t>> cases = {
       {"exceeds the file's", ok, std::string(8, 'x'), 4096},
-      {"does not start with '{'", " " + ok.substr(1), std::string(8, 'x'), UINT64_MAX},
+      {"does not start with '{'", std::string(" ").append(ok.substr(1)), std::string(8, 'x'),
+       UINT64_MAX},
       {"is not JSON", "{\"a\":", "", UINT64_MAX},
       {"has no Tessera dtype", R"({"a":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}})",
        std::string(8, 'x'), UINT64_MAX},
