@@ -81,7 +81,9 @@ void save(const StateDict& state, const std::string& dir);
 // Copies this rank's tensors to staging buffers and returns; the files are written and
 // committed in a background thread (over a process group of its own). A later save, async_save
 // or load waits for it; its errors are raised by the future's get(). Call get() (or wait())
-// before the rank's function returns.
+// before the rank's function returns. On rank threads, the writers' collectives turn off the
+// world's deadlock detection (ThreadsOptions::detect_deadlocks): threads other than the ranks
+// issue collectives.
 std::future<void> async_save(const StateDict& state, const std::string& dir);
 // Fills `into` in place from the checkpoint in `dir`: plain tensors whole, DTensors their local
 // shards under their own placements, whatever mesh and placements the checkpoint was saved

@@ -144,6 +144,10 @@ Metadata metadata_from_json(const std::string& text, const std::string& source) 
       const std::string cw = where + ".chunks[" + std::to_string(i) + "]";
       ChunkRecord chunk;
       chunk.file = get<std::string>(c, "file", source, cw);
+      // A bare name in the directory: metadata must not send reads elsewhere.
+      if (chunk.file.empty() || chunk.file.find('/') != std::string::npos || chunk.file[0] == '.') {
+        bad(source, cw + ": file \"" + chunk.file + "\" is not a file name in the checkpoint's directory");
+      }
       chunk.name = get<std::string>(c, "name", source, cw);
       chunk.offsets = get<std::vector<int64_t>>(c, "offsets", source, cw);
       chunk.sizes = get<std::vector<int64_t>>(c, "sizes", source, cw);
@@ -176,6 +180,9 @@ Metadata metadata_from_json(const std::string& text, const std::string& source) 
   const Json& rank_scalars = field(j, "rank_scalars", source, "the top level");
   if (!rank_scalars.is_object()) bad(source, "\"rank_scalars\" is not an object");
   for (const auto& [rank, scalars] : rank_scalars.items()) {
+    if (rank.empty() || rank.size() > 9 || rank.find_first_not_of("0123456789") != std::string::npos) {
+      bad(source, "rank_scalars key \"" + rank + "\" is not a rank");
+    }
     m.rank_scalars[std::stoi(rank)] = scalars_from(scalars, source, "rank_scalars." + rank);
   }
   return m;
@@ -183,11 +190,11 @@ Metadata metadata_from_json(const std::string& text, const std::string& source) 
 
 Metadata read_metadata(const std::string& dir) {
   if (!path_exists(dir)) {
-    throw CheckpointError("[checkpoint.load] no checkpoint directory " + dir);
+    throw CheckpointError("[checkpoint] no checkpoint directory " + dir);
   }
   const std::string path = dir + "/" + kMetadataFile;
   if (!path_exists(path)) {
-    throw CheckpointError("[checkpoint.load] " + dir + " holds no committed checkpoint (no " +
+    throw CheckpointError("[checkpoint] " + dir + " holds no committed checkpoint (no " +
                           kMetadataFile +
                           "): an interrupted or failed save, or not a checkpoint directory");
   }

@@ -192,6 +192,8 @@ void commit(const SaveJob& job, const std::vector<std::string>& records) {
     }
   }
   const std::string json = to_json(m);
+  // The chunk files' names durable before the metadata that points at them.
+  sync_directory(job.dir);
   const std::string final_path = job.dir + "/" + kMetadataFile;
   const std::string temp_path = final_path + ".tmp-" + job.save_id;
   File file = File::create(temp_path);

@@ -1,6 +1,6 @@
-// Checkpoints on the mpi backend, one process per rank. Hidden from plain runs: ctest starts it
-// as `mpirun -n 4 checkpoint_tests "[mpi]"` (tests/CMakeLists.txt); every rank runs the same cases
-// in the same order.
+// Checkpoints on the mpi backend, one process per rank. Hidden from plain runs: ctest starts them
+// as `mpirun -n 4 checkpoint_tests "[mpi]"` and `mpirun -n 2 checkpoint_tests "[mpi2]"`
+// (tests/CMakeLists.txt); every rank runs the same cases in the same order.
 
 #include <catch2/catch.hpp>
 
@@ -83,6 +83,28 @@ TEST_CASE("mpi: saved as FSDP on 4 processes, loaded as FSDP x TP on 2x2", "[.mp
   checkpoint::StateDict sd;
   sd.tensors["w"] =
       distribute_tensor(zeros({9, 6}, kFloat32), mesh, {StridedShard(0, 2), Shard(0)});
+  checkpoint::load(sd, dir.path());
+  CHECK(same_bits(sd.tensors.at("w"), w));
+}
+
+TEST_CASE("mpi: saved on 4 rank threads, loaded on 2 processes", "[.mpi2]") {
+  REQUIRE(mpi_world()->size() == 2);
+  SharedDir dir;
+  const Tensor w = random_bits({9, 6}, kBFloat16, 2);
+  if (mpi_world()->rank() == 0) {
+    dist::run_threads(4,
+                      [&](dist::ProcessGroupPtr) {
+                        const DeviceMesh mesh(DeviceType::CPU, {2, 2});
+                        checkpoint::StateDict sd;
+                        sd.tensors["w"] = distribute_tensor(w, mesh, {Shard(0), Shard(1)});
+                        checkpoint::save(sd, dir.path());
+                      },
+                      {.warn_if_launched = false});
+  }
+  mpi_world()->barrier()->wait();
+  const DeviceMesh mesh(DeviceType::CPU, {2});
+  checkpoint::StateDict sd;
+  sd.tensors["w"] = distribute_tensor(zeros({9, 6}, kBFloat16), mesh, {Shard(1)});
   checkpoint::load(sd, dir.path());
   CHECK(same_bits(sd.tensors.at("w"), w));
 }
