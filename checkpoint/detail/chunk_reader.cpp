@@ -1,6 +1,7 @@
 #include "tessera/checkpoint/detail/chunk_reader.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "tessera/checkpoint/checkpoint.h"
 #include "tessera/checkpoint/detail/checksum.h"
@@ -48,13 +49,13 @@ void ChunkReader::read_overlap(const std::string& key, const TensorRecord& tenso
       hi = std::min<int64_t>((hi + block_bytes - 1) / block_bytes * block_bytes,
                              static_cast<int64_t>(chunk.nbytes));
     }
-    buffer_.resize(static_cast<size_t>(hi - lo));
+    std::byte* data = buffer(static_cast<size_t>(hi - lo));
     const std::string what =
         "the chunk of \"" + key + "\" at " + describe_box(chunk.offsets, chunk.sizes);
-    file.pread_exact(buffer_.data(), buffer_.size(), chunk.file_offset + static_cast<uint64_t>(lo),
-                     what);
-    if (checked) verify_blocks(key, chunk, lo, hi);
-    copy_region(buffer_.data(), lo, src, dst, ArrayRegion{dst_sizes, dst_at}, region, element);
+    file.pread_exact(data, static_cast<size_t>(hi - lo),
+                     chunk.file_offset + static_cast<uint64_t>(lo), what);
+    if (checked) verify_blocks(key, chunk, data, lo, hi);
+    copy_region(data, lo, src, dst, ArrayRegion{dst_sizes, dst_at}, region, element);
   }
 }
 
@@ -67,11 +68,12 @@ void ChunkReader::verify_chunk(const std::string& key, const ChunkRecord& chunk)
   Xxh3Stream whole;
   for (int64_t at = 0; at < nbytes; at += step) {
     const int64_t hi = std::min(at + step, nbytes);
-    buffer_.resize(static_cast<size_t>(hi - at));
-    file.pread_exact(buffer_.data(), buffer_.size(), chunk.file_offset + static_cast<uint64_t>(at),
+    std::byte* data = buffer(static_cast<size_t>(hi - at));
+    file.pread_exact(data, static_cast<size_t>(hi - at),
+                     chunk.file_offset + static_cast<uint64_t>(at),
                      "the chunk of \"" + key + "\" at " + describe_box(chunk.offsets, chunk.sizes));
-    verify_blocks(key, chunk, at, hi);
-    whole.update(buffer_.data(), buffer_.size());
+    verify_blocks(key, chunk, data, at, hi);
+    whole.update(data, static_cast<size_t>(hi - at));
   }
   const uint64_t sum = whole.digest();
   if (sum != chunk.xxh3) {
@@ -82,19 +84,30 @@ void ChunkReader::verify_chunk(const std::string& key, const ChunkRecord& chunk)
   }
 }
 
+std::byte* ChunkReader::buffer(size_t n) {
+  thread_local std::unique_ptr<std::byte[]> held;
+  thread_local size_t capacity = 0;
+  if (capacity < n) {
+    held.reset();  // the old one first: never both
+    held.reset(new std::byte[n]);
+    capacity = n;
+  }
+  return held.get();
+}
+
 const File& ChunkReader::open(const std::string& name) {
   auto it = files_.find(name);
   if (it == files_.end()) it = files_.emplace(name, File::open_read(dir_ + "/" + name)).first;
   return it->second;
 }
 
-void ChunkReader::verify_blocks(const std::string& key, const ChunkRecord& chunk, int64_t lo,
-                                int64_t hi) const {
+void ChunkReader::verify_blocks(const std::string& key, const ChunkRecord& chunk,
+                                const std::byte* data, int64_t lo, int64_t hi) const {
   const auto block_bytes = static_cast<int64_t>(chunk.block_bytes);
   for (int64_t at = lo; at < hi; at += block_bytes) {
     const int64_t n = std::min(block_bytes, hi - at);
     const size_t index = static_cast<size_t>(at / block_bytes);
-    const uint64_t sum = xxh3(buffer_.data() + (at - lo), static_cast<size_t>(n));
+    const uint64_t sum = xxh3(data + (at - lo), static_cast<size_t>(n));
     if (sum != chunk.block_xxh3[index]) {
       throw CheckpointError(tessera::detail::concat_message(
           "[", op_, "] checksum mismatch in ", dir_, "/", chunk.file, ": tensor \"", key,

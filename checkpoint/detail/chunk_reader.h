@@ -35,13 +35,15 @@ class ChunkReader {
 
  private:
   const File& open(const std::string& name);
-  void verify_blocks(const std::string& key, const ChunkRecord& chunk, int64_t lo,
-                     int64_t hi) const;
+  void verify_blocks(const std::string& key, const ChunkRecord& chunk, const std::byte* data,
+                     int64_t lo, int64_t hi) const;
+  // At least n bytes: grown, never zero-filled, and kept by the thread across loads (a fresh
+  // buffer's first touch is the slow part of a read). Static: a thread reads one chunk at a time.
+  static std::byte* buffer(size_t n);
 
   std::string dir_;
   const char* op_;
   std::map<std::string, File> files_;
-  std::vector<std::byte> buffer_;
 };
 
 }  // namespace tessera::checkpoint::detail

@@ -146,7 +146,8 @@ Metadata metadata_from_json(const std::string& text, const std::string& source) 
       chunk.file = get<std::string>(c, "file", source, cw);
       // A bare name in the directory: metadata must not send reads elsewhere.
       if (chunk.file.empty() || chunk.file.find('/') != std::string::npos || chunk.file[0] == '.') {
-        bad(source, cw + ": file \"" + chunk.file + "\" is not a file name in the checkpoint's directory");
+        bad(source,
+            cw + ": file \"" + chunk.file + "\" is not a file name in the checkpoint's directory");
       }
       chunk.name = get<std::string>(c, "name", source, cw);
       chunk.offsets = get<std::vector<int64_t>>(c, "offsets", source, cw);
@@ -180,7 +181,8 @@ Metadata metadata_from_json(const std::string& text, const std::string& source) 
   const Json& rank_scalars = field(j, "rank_scalars", source, "the top level");
   if (!rank_scalars.is_object()) bad(source, "\"rank_scalars\" is not an object");
   for (const auto& [rank, scalars] : rank_scalars.items()) {
-    if (rank.empty() || rank.size() > 9 || rank.find_first_not_of("0123456789") != std::string::npos) {
+    if (rank.empty() || rank.size() > 9 ||
+        rank.find_first_not_of("0123456789") != std::string::npos) {
       bad(source, "rank_scalars key \"" + rank + "\" is not a rank");
     }
     m.rank_scalars[std::stoi(rank)] = scalars_from(scalars, source, "rank_scalars." + rank);
