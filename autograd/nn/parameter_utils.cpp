@@ -1,5 +1,6 @@
 #include "tessera/autograd/nn/parameter_utils.h"
 
+#include "tessera/runtime/distributed.h"
 #include "tessera/runtime/grad_mode.h"
 #include "tessera/runtime/ops.h"
 
@@ -29,18 +30,22 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
     const Tensor grad = param.grad();
     if (!grad.defined()) continue;
     grads.push_back(grad);
-    // In float64 on the first gradient's device, so that gradients of different dtypes and
-    // devices combine.
-    norms.push_back(norm(grad, norm_type).to(kFloat64).to(grads.front().device()));
+    // A DTensor gradient's norm is reduced over its mesh and read as a plain value (the same on
+    // every rank of that mesh), so that norms from several meshes and plain gradients combine; in
+    // float64 on the first gradient's device, so that dtypes and devices combine too.
+    Tensor n = norm(grad, norm_type);
+    if (n.is_distributed()) n = n.full_tensor();
+    norms.push_back(n.to(kFloat64).to(grads.front().device()));
   }
   if (grads.empty()) return zeros({}, kFloat64);
   const Tensor total = norm(stack(norms), norm_type);
   // Kept as a tensor (no host read), as PyTorch, so that a device gradient is not synchronized.
   const Tensor coef = clamp(max_norm / (total + 1e-6), std::nullopt, 1.0);
-  // With DTensor gradients the total is a (replicated) DTensor: a plain gradient beside them,
-  // a parameter no plan sharded, is scaled by its value on this rank.
-  const Tensor plain_coef = coef.is_distributed() ? coef.full_tensor() : coef;
-  for (Tensor grad : grads) grad *= (grad.is_distributed() ? coef : plain_coef).to(grad.device());
+  for (Tensor grad : grads) {
+    // A DTensor's shard (Shard, Replicate or Partial alike) scales as the whole does.
+    Tensor target = grad.is_distributed() ? distributed_hooks().local(grad) : grad;
+    target *= coef.to(target.device());
+  }
   return total;
 }
 

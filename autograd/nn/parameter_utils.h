@@ -15,9 +15,11 @@ void zero_grad(const std::vector<Tensor>& parameters, bool set_to_none = true);
 // a gradient are skipped), and, when it exceeds max_norm, every gradient scaled in place by
 // max_norm / (total + 1e-6). Returns the total norm before clipping (0-dim float64 tensor; 0 when
 // no parameter has a gradient). norm_type may be infinity. DTensor gradients count whole (their
-// norms are reduced over the mesh, as PyTorch's DTensor norm does), and the total is then a
-// replicated DTensor; plain gradients beside them (parameters no plan sharded) count once and are
-// scaled alike. Errors: a negative max_norm.
+// norms are reduced over their mesh, as PyTorch's DTensor norm does), on any number of meshes
+// (FSDP x TP: the tensor-parallel parameters on the 2-D mesh, the others on its "dp" sub-mesh);
+// plain gradients beside them (parameters no plan sharded) count once; the total is a plain
+// tensor, the same on every rank, and every gradient is scaled alike. Errors: a negative
+// max_norm.
 Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm,
                        double norm_type = 2.0);
 

@@ -53,5 +53,33 @@ TEST_CASE("clip_grad_norm_ over DTensor gradients: the global norm, every shard 
   }
 }
 
+TEST_CASE("clip_grad_norm_ over gradients on a 2-D mesh and its sub-mesh (FSDP x TP)",
+          "[dtensor][optim]") {
+  const Tensor wa = ints({4, 6}, 7), ga = ints({4, 6}, 8);
+  const Tensor wb = ints({6}, 9), gb = ints({6}, 10);
+  Tensor a = wa.clone().requires_grad_(), b = wb.clone().requires_grad_();
+  a.set_grad(ga.clone());
+  b.set_grad(gb.clone());
+  const Tensor total = nn::clip_grad_norm_({a, b}, 1.5);
+  on_mesh(
+      {2, 2},
+      [&](const DeviceMesh& mesh) {
+        Failures f;
+        // A tensor-parallel parameter on the 2-D mesh, a norm's on the "dp" sub-mesh.
+        Tensor da = distribute_tensor(wa, mesh, {Shard(0), Shard(1)}).requires_grad_();
+        Tensor db = distribute_tensor(wb, mesh["dp"], {Shard(0)}).requires_grad_();
+        da.set_grad(distribute_tensor(ga, mesh, {Shard(0), Shard(1)}));
+        db.set_grad(distribute_tensor(gb, mesh["dp"], {Shard(0)}));
+        const Tensor got = nn::clip_grad_norm_({da, db}, 1.5);
+        if (got.is_distributed() || std::abs(got.item<double>() - total.item<double>()) > 1e-12) {
+          f.push_back(fmt::format("total {} where one device has {}", got, total));
+        }
+        expect_close(f, "a's gradient", da.grad().full_tensor(), a.grad());
+        expect_close(f, "b's gradient", db.grad().full_tensor(), b.grad());
+        return f;
+      },
+      {"dp", "tp"});
+}
+
 }  // namespace
 }  // namespace tessera::dtensor_test
