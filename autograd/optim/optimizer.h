@@ -63,10 +63,11 @@ class Optimizer {
     bool* flag = nullptr;
   };
   // The state of `param` (materialized when it has none yet). Error: `param` is not one of the
-  // optimizer's parameters.
-  virtual StateRefs state_refs(const Tensor& param) = 0;
-  virtual size_t num_param_groups() const = 0;
-  virtual std::vector<OptionRef> option_refs(size_t group) = 0;
+  // optimizer's parameters. An optimizer written outside GroupedOptimizer that does not override
+  // these three raises from them (a checkpoint must not silently drop its state).
+  virtual StateRefs state_refs(const Tensor& param);
+  virtual size_t num_param_groups() const;
+  virtual std::vector<OptionRef> option_refs(size_t group);
 
  protected:
   Optimizer() = default;

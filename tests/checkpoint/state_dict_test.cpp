@@ -157,5 +157,25 @@ TEST_CASE("set_state_dict names missing, unexpected and mismatched keys", "[chec
                     Catch::Contains("is not a parameter of the model"));
 }
 
+// An optimizer written against the bare interface, without checkpoint access.
+class BareOptimizer : public optim::Optimizer {
+ public:
+  explicit BareOptimizer(std::vector<Tensor> params) : params_(std::move(params)) {}
+  void step() override {}
+  std::vector<Tensor> parameters() const override { return params_; }
+
+ private:
+  std::vector<Tensor> params_;
+};
+
+TEST_CASE("an optimizer that does not expose its state is an Error, not a silent omission",
+          "[checkpoint]") {
+  auto m = small_mlp(7);
+  BareOptimizer bare(m->parameters());
+  CHECK_THROWS_AS(checkpoint::get_state_dict(*m, &bare), NotSupportedError);
+  CHECK_THROWS_WITH(checkpoint::get_state_dict(*m, &bare),
+                    Catch::Contains("does not expose its state to checkpoints"));
+}
+
 }  // namespace
 }  // namespace tessera::checkpoint_test
