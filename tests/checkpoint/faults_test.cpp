@@ -19,6 +19,8 @@ namespace tessera::checkpoint_test {
 namespace {
 
 using checkpoint::StateDict;
+using robustness_test::every_rank_raises;
+using Fragments = std::vector<std::string>;
 using robustness_test::expect_error;
 using robustness_test::expect_success;
 
@@ -57,31 +59,6 @@ void expect_sample(const StateDict& sd, uint32_t seed) {
   }
 }
 
-// Runs body on 4 rank threads; throws unless every rank raised a tessera::Error holding every
-// fragment.
-void every_rank_raises(const std::function<void(const DeviceMesh&)>& body,
-                       const std::vector<std::string>& fragments) {
-  std::mutex mutex;
-  std::vector<std::string> problems;
-  dist::run_threads(4, [&](dist::ProcessGroupPtr world) {
-    const DeviceMesh mesh(DeviceType::CPU, {4});
-    std::string problem;
-    try {
-      body(mesh);
-      problem = "returned";
-    } catch (const Error& e) {
-      for (const std::string& f : fragments) {
-        if (std::string(e.what()).find(f) == std::string::npos)
-          problem = "no \"" + f + "\" in: " + e.what();
-      }
-    }
-    if (problem.empty()) return;
-    std::lock_guard<std::mutex> lock(mutex);
-    problems.push_back("rank " + std::to_string(world->rank()) + ": " + problem);
-  });
-  if (!problems.empty()) throw std::logic_error(problems.front());
-}
-
 // The chunk file holding `key`'s chunk at row `row`, relative to the directory.
 std::string chunk_file(const std::string& dir, const std::string& key, int64_t row) {
   const auto m = checkpoint::detail::read_metadata(dir);
@@ -103,90 +80,95 @@ TEST_CASE("a corrupted byte is a checksum Error on every rank naming the file an
           "[checkpoint][faults]") {
   TempDir dir;
   expect_success("save", [&] { save_sample(dir.path(), 1); });
-  expect_error("load after a flipped byte",
-               [&] {
-                 const std::string name = chunk_file(dir.path(), "w", 3);
-                 const auto size = std::filesystem::file_size(dir / name);
-                 flip_byte(dir / name, size - 5);  // in the data, past the header
-                 every_rank_raises(
-                     [&](const DeviceMesh& mesh) {
-                       StateDict sd = zeros_like_sample(mesh);
-                       checkpoint::load(sd, dir.path());
-                     },
-                     {"checksum mismatch", name, "tensor \"w\""});
-                 throw Error("every rank raised");
-               },
-               {"every rank raised"});
+  expect_error(
+      "load after a flipped byte",
+      [&] {
+        const std::string name = chunk_file(dir.path(), "w", 3);
+        const auto size = std::filesystem::file_size(dir / name);
+        flip_byte(dir / name, size - 5);  // in the data, past the header
+        every_rank_raises(
+            [&](const DeviceMesh& mesh) {
+              StateDict sd = zeros_like_sample(mesh);
+              checkpoint::load(sd, dir.path());
+            },
+            Fragments{"checksum mismatch", name, "tensor \"w\""});
+        throw Error("every rank raised");
+      },
+      Fragments{"every rank raised"});
 }
 
 TEST_CASE("a truncated chunk file is an Error on every rank", "[checkpoint][faults]") {
   TempDir dir;
-  expect_error("load of a truncated file",
-               [&] {
-                 save_sample(dir.path(), 2);
-                 const std::string name = chunk_file(dir.path(), "w", 7);
-                 std::filesystem::resize_file(dir / name,
-                                              std::filesystem::file_size(dir / name) - 8);
-                 every_rank_raises(
-                     [&](const DeviceMesh& mesh) {
-                       StateDict sd = zeros_like_sample(mesh);
-                       checkpoint::load(sd, dir.path());
-                     },
-                     {"is truncated", name});
-                 throw Error("every rank raised");
-               },
-               {"every rank raised"});
+  expect_error(
+      "load of a truncated file",
+      [&] {
+        save_sample(dir.path(), 2);
+        const std::string name = chunk_file(dir.path(), "w", 7);
+        std::filesystem::resize_file(dir / name, std::filesystem::file_size(dir / name) - 8);
+        every_rank_raises(
+            [&](const DeviceMesh& mesh) {
+              StateDict sd = zeros_like_sample(mesh);
+              checkpoint::load(sd, dir.path());
+            },
+            Fragments{"is truncated", name});
+        throw Error("every rank raised");
+      },
+      Fragments{"every rank raised"});
 }
 
 TEST_CASE("a directory without committed metadata is an incomplete checkpoint",
           "[checkpoint][faults]") {
   TempDir dir;
-  expect_error("no metadata",
-               [&] {
-                 save_sample(dir.path(), 3);
-                 std::filesystem::remove(dir / checkpoint::detail::kMetadataFile);
-                 every_rank_raises(
-                     [&](const DeviceMesh& mesh) {
-                       StateDict sd = zeros_like_sample(mesh);
-                       checkpoint::load(sd, dir.path());
-                     },
-                     {"holds no committed checkpoint", dir.path()});
-                 throw Error("every rank raised");
-               },
-               {"every rank raised"});
-  expect_error("no directory",
-               [&] {
-                 StateDict sd;
-                 checkpoint::load(sd, dir / "absent");
-               },
-               {"no checkpoint directory", "absent"});
-  expect_error("garbage metadata",
-               [&] {
-                 std::ofstream(dir / checkpoint::detail::kMetadataFile) << "{\"format\": 3";
-                 StateDict sd;
-                 checkpoint::load(sd, dir.path());
-               },
-               {"is not valid checkpoint metadata", "not JSON"});
+  expect_error(
+      "no metadata",
+      [&] {
+        save_sample(dir.path(), 3);
+        std::filesystem::remove(dir / checkpoint::detail::kMetadataFile);
+        every_rank_raises(
+            [&](const DeviceMesh& mesh) {
+              StateDict sd = zeros_like_sample(mesh);
+              checkpoint::load(sd, dir.path());
+            },
+            Fragments{"holds no committed checkpoint", dir.path()});
+        throw Error("every rank raised");
+      },
+      Fragments{"every rank raised"});
+  expect_error(
+      "no directory",
+      [&] {
+        StateDict sd;
+        checkpoint::load(sd, dir / "absent");
+      },
+      Fragments{"no checkpoint directory", "absent"});
+  expect_error(
+      "garbage metadata",
+      [&] {
+        std::ofstream(dir / checkpoint::detail::kMetadataFile) << "{\"format\": 3";
+        StateDict sd;
+        checkpoint::load(sd, dir.path());
+      },
+      Fragments{"is not valid checkpoint metadata", "not JSON"});
 }
 
 TEST_CASE("missing and unexpected keys are listed; strict = false loads the rest",
           "[checkpoint][faults]") {
   TempDir dir;
   expect_success("save", [&] { save_sample(dir.path(), 4); });
-  expect_error("strict",
-               [&] {
-                 every_rank_raises(
-                     [&](const DeviceMesh& mesh) {
-                       StateDict sd = zeros_like_sample(mesh);
-                       sd.tensors.erase("plain");
-                       sd.tensors["extra"] = zeros({2});
-                       checkpoint::load(sd, dir.path());
-                     },
-                     {"missing in the checkpoint: \"extra\"",
+  expect_error(
+      "strict",
+      [&] {
+        every_rank_raises(
+            [&](const DeviceMesh& mesh) {
+              StateDict sd = zeros_like_sample(mesh);
+              sd.tensors.erase("plain");
+              sd.tensors["extra"] = zeros({2});
+              checkpoint::load(sd, dir.path());
+            },
+            Fragments{"missing in the checkpoint: \"extra\"",
                       "unexpected (not in the state dict): \"plain\""});
-                 throw Error("every rank raised");
-               },
-               {"every rank raised"});
+        throw Error("every rank raised");
+      },
+      Fragments{"every rank raised"});
   expect_success("not strict", [&] {
     StateDict sd;
     sd.tensors["plain"] = zeros({3}, kInt64);
@@ -197,28 +179,30 @@ TEST_CASE("missing and unexpected keys are listed; strict = false loads the rest
     if (!same_bits(sd.tensors.at("extra"), full({2}, 5.0)))
       throw std::logic_error("extra was touched");
   });
-  expect_error("a missing scalar",
-               [&] {
-                 StateDict sd;
-                 sd.tensors = {{"w", zeros({8, 6}, kFloat32)},
-                               {"b", zeros({6}, kFloat64)},
-                               {"plain", zeros({3}, kInt64)}};
-                 sd.scalars["epoch"] = int64_t{0};
-                 checkpoint::load(sd, dir.path());
-               },
-               {"scalars missing in the checkpoint", "\"epoch\""});
+  expect_error(
+      "a missing scalar",
+      [&] {
+        StateDict sd;
+        sd.tensors = {{"w", zeros({8, 6}, kFloat32)},
+                      {"b", zeros({6}, kFloat64)},
+                      {"plain", zeros({3}, kInt64)}};
+        sd.scalars["epoch"] = int64_t{0};
+        checkpoint::load(sd, dir.path());
+      },
+      Fragments{"scalars missing in the checkpoint", "\"epoch\""});
 }
 
 TEST_CASE("a shape or dtype mismatch names the tensor and both sides", "[checkpoint][faults]") {
   TempDir dir;
   expect_success("save", [&] { save_sample(dir.path(), 5); });
-  expect_error("shape",
-               [&] {
-                 StateDict sd;
-                 sd.tensors["w"] = zeros({8, 5}, kFloat32);
-                 checkpoint::load(sd, dir.path(), false);
-               },
-               {"tensor \"w\"", "[8, 6]", "[8, 5]"});
+  expect_error(
+      "shape",
+      [&] {
+        StateDict sd;
+        sd.tensors["w"] = zeros({8, 5}, kFloat32);
+        checkpoint::load(sd, dir.path(), false);
+      },
+      Fragments{"tensor \"w\"", "[8, 6]", "[8, 5]"});
   const robustness_test::Outcome o = robustness_test::run_forked([&] {
     StateDict sd;
     sd.tensors["w"] = zeros({8, 6}, kFloat64);
@@ -244,7 +228,7 @@ TEST_CASE(
           if (mesh.get_local_rank(0) == 2) sd.tensors["big"] = zeros({1 << 16}, kFloat64);
           checkpoint::save(sd, dir.path());
         },
-        {"cannot write", "rank00002", "File too large"});
+        Fragments{"cannot write", "rank00002", "File too large"});
     const rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
     ::setrlimit(RLIMIT_FSIZE, &unlimited);
     // Nothing of the failed save is left, and the previous checkpoint loads.
@@ -277,7 +261,7 @@ TEST_CASE("async_save's errors are raised by its future on every rank", "[checkp
           std::future<void> done = checkpoint::async_save(sd, dir.path());
           done.get();
         },
-        {"cannot write"});
+        Fragments{"cannot write"});
   });
 }
 
@@ -288,7 +272,7 @@ TEST_CASE("a save into a directory another save holds is refused on every rank",
     const checkpoint::detail::DirectoryLock other(dir.path());
     every_rank_raises(
         [&](const DeviceMesh& mesh) { checkpoint::save(sample_state(mesh, 10), dir.path()); },
-        {"another save into", "in progress"});
+        Fragments{"another save into", "in progress"});
   });
 }
 
@@ -333,12 +317,13 @@ TEST_CASE("a save killed with SIGKILL leaves the previous checkpoint or an incom
     INFO("the save finished before the kill: the test could not interrupt it");
     REQUIRE(kill_during_save(dir.path(), ""));
     if (!checkpoint::detail::path_exists(dir / checkpoint::detail::kMetadataFile)) {
-      expect_error("load",
-                   [&] {
-                     StateDict sd;
-                     checkpoint::load(sd, dir.path());
-                   },
-                   {"holds no committed checkpoint"});
+      expect_error(
+          "load",
+          [&] {
+            StateDict sd;
+            checkpoint::load(sd, dir.path());
+          },
+          Fragments{"holds no committed checkpoint"});
     }
   }
   TempDir dir;

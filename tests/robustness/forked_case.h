@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <csignal>
@@ -164,10 +165,10 @@ inline void expect_success(const std::string& name, const std::function<void()>&
   CHECK(o.kind == Outcome::Kind::Returned);
 }
 
-// Runs body on 4 rank threads; throws unless every rank raised a tessera::Error holding
-// `fragment` (the messages of all ranks must agree on it).
+// Runs body on 4 rank threads; throws unless every rank raised a tessera::Error holding every
+// one of `fragments` (the messages of all ranks must agree on them).
 inline void every_rank_raises(const std::function<void(const DeviceMesh&)>& body,
-                              const std::string& fragment) {
+                              const std::vector<std::string>& fragments) {
   std::atomic<int> raised{0};
   std::mutex mutex;
   std::string other;
@@ -176,20 +177,29 @@ inline void every_rank_raises(const std::function<void(const DeviceMesh&)>& body
     try {
       body(mesh);
     } catch (const Error& e) {
-      if (std::string(e.what()).find(fragment) != std::string::npos) {
+      const std::string message = e.what();
+      if (std::all_of(fragments.begin(), fragments.end(),
+                      [&](const std::string& f) { return message.find(f) != std::string::npos; })) {
         ++raised;
         return;
       }
       std::lock_guard<std::mutex> lock(mutex);
-      other = e.what();
+      other = message;
     }
   });
   if (raised.load() != 4) {
     std::ostringstream os;
-    os << raised.load() << " of 4 ranks raised \"" << fragment << "\"";
+    os << raised.load() << " of 4 ranks raised \"";
+    for (size_t i = 0; i < fragments.size(); ++i) os << (i ? "\", \"" : "") << fragments[i];
+    os << "\"";
     if (!other.empty()) os << "; another error: " << other;
     throw std::logic_error(os.str());
   }
+}
+
+inline void every_rank_raises(const std::function<void(const DeviceMesh&)>& body,
+                              const std::string& fragment) {
+  every_rank_raises(body, std::vector<std::string>{fragment});
 }
 
 }  // namespace tessera::robustness_test
