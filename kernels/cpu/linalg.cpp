@@ -375,19 +375,24 @@ thread_local std::optional<GemmBackend> t_gemm_override;
 // thread that needs a class wait for its one measurement instead of measuring it again. Each
 // thread keeps the answers it has seen, so after the first product of a class the hot path takes
 // no lock (rank threads multiply concurrently). `measure` times the class's trial. The override,
-// else TESSERA_CPU_GEMM, come first.
+// else TESSERA_CPU_GEMM, come first. The maps live outside the template: a function-local static
+// of a template is one per instantiation, and each caller's `measure` lambda is its own type, so
+// the products and chosen_gemm_backend would each measure a class once and could disagree.
+std::mutex chosen_mutex;
+std::map<GemmClass, GemmBackend> chosen_per_class;
+thread_local std::map<GemmClass, GemmBackend> t_seen_per_class;
+
 template <typename Measure>
 GemmBackend chosen_for_class(const GemmClass& cls, const Measure& measure) {
   if (t_gemm_override) return *t_gemm_override;
   if (const std::optional<GemmBackend> forced = env_gemm_backend()) return *forced;
-  thread_local std::map<GemmClass, GemmBackend> seen;
-  if (const auto hit = seen.find(cls); hit != seen.end()) return hit->second;
-  static std::mutex mutex;
-  static std::map<GemmClass, GemmBackend> chosen;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = chosen.find(cls);
-  if (it == chosen.end()) it = chosen.emplace(cls, measure()).first;
-  seen.emplace(cls, it->second);
+  if (const auto hit = t_seen_per_class.find(cls); hit != t_seen_per_class.end()) {
+    return hit->second;
+  }
+  std::lock_guard<std::mutex> lock(chosen_mutex);
+  auto it = chosen_per_class.find(cls);
+  if (it == chosen_per_class.end()) it = chosen_per_class.emplace(cls, measure()).first;
+  t_seen_per_class.emplace(cls, it->second);
   return it->second;
 }
 
