@@ -1,8 +1,9 @@
 #pragma once
-// tessera-shardbench and tessera-redistribute run their ranks as threads of one process. Started
-// by an MPI launcher they would otherwise run as many independent copies as processes, each
-// printing its own results: the launcher's rank 0 runs the tool alone and says so, the other
-// processes exit at once (before parsing flags, so that a flag error is said once).
+// tessera-redistribute runs its ranks as threads of one process. Started by an MPI launcher it
+// would otherwise run as many independent copies as processes, each printing its own results:
+// the launcher's rank 0 runs the tool alone and says so, the other processes exit at once (before
+// parsing flags, so that a flag error is said once). (tessera-shardbench runs on the launched
+// processes instead: tools/shardbench/ranks.h.)
 
 #include <string_view>
 

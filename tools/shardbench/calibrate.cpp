@@ -7,11 +7,10 @@
 #include <cmath>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <set>
 #include <thread>
 
-#include "tools/launch.h"
+#include "tools/shardbench/ranks.h"
 
 namespace tessera::shardbench {
 
@@ -36,11 +35,14 @@ const dist::CollectiveKind kKinds[] = {
 
 // Seconds of one collective of `kind` with whole messages of `bytes` on group g (float32), as a
 // step issues them: back to back, each on tensors of its own (the same buffers again would stay
-// in the cache, as a step's do not), four calls between barriers (a barrier before each call
-// would time the ranks' scheduling on the cores after it, not the collective); the median of 7.
+// in the cache, as a step's do not), sixteen calls between barriers (a barrier before each call
+// would time the ranks' scheduling on the cores after it, not the collective; four calls still
+// did on 4 processes on 2 cores, where the first call after a barrier waits for the ranks the
+// scheduler woke last: all_reduce's line read 1.18 ns/byte, the step's 37 replayed alone ran at
+// 0.43, and the predictions of the strategies' communication were 2-3x high); the median of 7.
 double time_collective(dist::CollectiveKind kind, const dist::ProcessGroupPtr& g, int64_t bytes,
                        const dist::ProcessGroupPtr& world) {
-  constexpr int kBackToBack = 4;
+  constexpr int kBackToBack = 16;
   std::vector<std::function<void()>> calls;
   for (int i = 0; i < kBackToBack; ++i) {
     calls.push_back(collective_call(kind, g, bytes / 4, kFloat32, dist::ReduceOp::Sum));
@@ -86,30 +88,62 @@ ThreadTimes time_on_threads(const std::function<void()>& f, int pairs) {
   return {median(all), median(one)};
 }
 
-// `c` trained under `s` on every one of `ranks` rank threads at once, each on its own: each
-// phase's times the slowest rank's (by its median over the steps).
+// `c` trained under `s` on every one of `ranks` ranks at once, each on its own: each phase's
+// times the slowest rank's (by its median over the steps), on the root.
 Measurement on_every_rank(const Strategy& s, const ModelConfig& c, const RunOptions& run,
                           int64_t ranks) {
   Measurement slowest;
-  std::mutex mutex;
-  dist::run_threads(
-      static_cast<int>(ranks),
-      [&](const dist::ProcessGroupPtr&) {
-        const Measurement m = measure(s, c, run, {});
-        std::lock_guard<std::mutex> lock(mutex);
-        if (m.forward_s + m.backward_s > slowest.forward_s + slowest.backward_s) {
-          slowest.forward_s = m.forward_s;
-          slowest.backward_s = m.backward_s;
-          slowest.forward_steps_s = m.forward_steps_s;
-          slowest.backward_steps_s = m.backward_steps_s;
-        }
-        if (m.optimizer_s > slowest.optimizer_s) {
-          slowest.optimizer_s = m.optimizer_s;
-          slowest.optimizer_steps_s = m.optimizer_steps_s;
-        }
-      },
-      tools::rank_threads_options());
+  run_ranks(ranks, [&](const dist::ProcessGroupPtr& world) {
+    const Measurement m = measure(s, c, run, {});
+    std::vector<double> mine = {m.forward_s, m.backward_s, m.optimizer_s};
+    for (const auto* steps : {&m.forward_steps_s, &m.backward_steps_s, &m.optimizer_steps_s}) {
+      mine.insert(mine.end(), steps->begin(), steps->end());
+    }
+    const std::vector<std::vector<double>> all = gather_over_ranks(world, mine);
+    if (world->rank() != 0) return;
+    const auto steps_of = [&](const std::vector<double>& figures, size_t phase) {
+      const auto first =
+          figures.begin() + static_cast<std::ptrdiff_t>(3 + phase * m.forward_steps_s.size());
+      return std::vector<double>(first,
+                                 first + static_cast<std::ptrdiff_t>(m.forward_steps_s.size()));
+    };
+    for (const std::vector<double>& f : all) {
+      if (f[0] + f[1] > slowest.forward_s + slowest.backward_s) {
+        slowest.forward_s = f[0];
+        slowest.backward_s = f[1];
+        slowest.forward_steps_s = steps_of(f, 0);
+        slowest.backward_steps_s = steps_of(f, 1);
+      }
+      if (f[2] > slowest.optimizer_s) {
+        slowest.optimizer_s = f[2];
+        slowest.optimizer_steps_s = steps_of(f, 2);
+      }
+    }
+  });
   return slowest;
+}
+
+// The root's copy bandwidth and collective lines (on groups of up to `largest_group` ranks) on
+// every process of a launched job: the redistribute planner of every process must plan with the
+// same cost model (Note [One program, both worlds] in ranks.h).
+void share_from_root(dtensor::CostModel& model, int64_t largest_group) {
+  if (!on_processes()) return;
+  std::vector<double> packed = {model.local_bytes_per_s};
+  for (size_t kind = 0; kind < std::size(kKinds); ++kind) {
+    for (int64_t g = 1; g <= largest_group; ++g) {
+      if (const CollectiveLine* line = model.line(dist::collective_name(kKinds[kind]), g)) {
+        packed.insert(packed.end(), {static_cast<double>(kind), static_cast<double>(g),
+                                     line->alpha_s, line->beta_s_per_byte});
+      }
+    }
+  }
+  broadcast_from_root(packed);
+  model.local_bytes_per_s = packed[0];
+  for (size_t i = 1; i + 3 < packed.size(); i += 4) {
+    model.set_line(dist::collective_name(kKinds[static_cast<size_t>(packed[i])]),
+                   static_cast<int64_t>(packed[i + 1]),
+                   CollectiveLine{packed[i + 2], packed[i + 3]});
+  }
 }
 
 bool one_size(const std::vector<double>& bytes) {
@@ -186,12 +220,14 @@ void time_thread_speedups(const ModelConfig& c, ComputeRound& r) {
 ComputeRound time_compute(const ModelConfig& c, const RunOptions& run, int64_t ranks,
                           const std::set<TensorParallelShare>& tp_shares) {
   ComputeRound r;
-  time_thread_speedups(c, r);
-  const IntraOpThreadsGuard one(1);
-  r.one_thread = measure(strategy_named("single", 1), c, run, {});
   ModelConfig share = c;
   share.batch = std::max<int64_t>(1, c.batch / ranks);
-  r.one_thread_share = measure(strategy_named("single", 1), share, run, {});
+  on_root([&] { time_thread_speedups(c, r); });
+  const IntraOpThreadsGuard one(1);
+  on_root([&] {
+    r.one_thread = measure(strategy_named("single", 1), c, run, {});
+    r.one_thread_share = measure(strategy_named("single", 1), share, run, {});
+  });
   r.replicas = on_every_rank(strategy_named("single", 1), share, run, ranks);
   for (const TensorParallelShare& t : tp_shares) {
     ModelConfig rank_model = tensor_parallel_share(c, t.degree, t.parts);
@@ -248,12 +284,12 @@ void set_compute(Calibration& cal, const ModelConfig& c, int64_t ranks,
 Calibration calibrate(const std::vector<Shape>& mesh_shapes, int sessions, int64_t largest) {
   Calibration cal;
   cal.cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
-  {
+  on_root([&] {
     const Tensor src = randn({16 << 20});
     Tensor dst = empty({16 << 20});
     const double s = time_median([&] { dst.copy_(src); }, 5);
     cal.model.local_bytes_per_s = 2.0 * static_cast<double>(src.numel() * 4) / s;
-  }
+  });
   // Over the strategies' message sizes, up to their largest average message: larger ones would
   // leave the last-level cache sooner than a step's and bend the line.
   std::vector<int64_t> sizes;
@@ -272,36 +308,30 @@ Calibration calibrate(const std::vector<Shape>& mesh_shapes, int sessions, int64
     std::vector<double> bytes;
     std::vector<std::vector<double>> seconds;  // per size, per session
   };
-  std::map<std::string, Samples> samples;
-  std::mutex mutex;
+  std::map<std::string, Samples> samples;  // the root's timings (rank 0 alone writes them)
   for (int session = 0; session < sessions; ++session) {
     for (const Shape& shape : shapes) {
-      dist::run_threads(
-          static_cast<int>(shape.numel()),
-          [&](dist::ProcessGroupPtr world) {
-            const DeviceMesh mesh(DeviceType::CPU, shape);
-            for (int64_t d = 0; d < mesh.ndim(); ++d) {
-              const dist::ProcessGroupPtr g = mesh.get_group(d);
-              if (g->size() == 1) continue;  // lines of zeros, below
-              for (const dist::CollectiveKind kind : kKinds) {
-                std::vector<double> xs, ys;
-                for (int64_t bytes : sizes) {
-                  const int64_t whole = bytes / (4 * g->size()) * 4 * g->size();
-                  xs.push_back(static_cast<double>(whole));
-                  ys.push_back(time_collective(kind, g, whole, world));
-                }
-                if (world->rank() != 0) continue;
-                std::lock_guard<std::mutex> lock(mutex);
-                const std::string key =
-                    std::string(dist::collective_name(kind)) + "/" + std::to_string(g->size());
-                Samples& k =
-                    samples.try_emplace(key, Samples{kind, g->size(), xs, {}}).first->second;
-                k.seconds.resize(sizes.size());
-                for (size_t i = 0; i < sizes.size(); ++i) k.seconds[i].push_back(ys[i]);
-              }
+      run_ranks(shape.numel(), [&](const dist::ProcessGroupPtr& world) {
+        const DeviceMesh mesh(DeviceType::CPU, shape);
+        for (int64_t d = 0; d < mesh.ndim(); ++d) {
+          const dist::ProcessGroupPtr g = mesh.get_group(d);
+          if (g->size() == 1) continue;  // lines of zeros, below
+          for (const dist::CollectiveKind kind : kKinds) {
+            std::vector<double> xs, ys;
+            for (int64_t bytes : sizes) {
+              const int64_t whole = bytes / (4 * g->size()) * 4 * g->size();
+              xs.push_back(static_cast<double>(whole));
+              ys.push_back(time_collective(kind, g, whole, world));
             }
-          },
-          tools::rank_threads_options());
+            if (world->rank() != 0) continue;
+            const std::string key =
+                std::string(dist::collective_name(kind)) + "/" + std::to_string(g->size());
+            Samples& k = samples.try_emplace(key, Samples{kind, g->size(), xs, {}}).first->second;
+            k.seconds.resize(sizes.size());
+            for (size_t i = 0; i < sizes.size(); ++i) k.seconds[i].push_back(ys[i]);
+          }
+        }
+      });
     }
   }
   std::map<int64_t, std::vector<std::string>> latency_only;  // group size -> "kind alpha"
@@ -324,6 +354,9 @@ Calibration calibrate(const std::vector<Shape>& mesh_shapes, int sessions, int64
     }
     cal.notes.push_back(one_rank_note());
   }
+  int64_t largest_group = 1;
+  for (const Shape& shape : shapes) largest_group = std::max(largest_group, shape.numel());
+  share_from_root(cal.model, largest_group);
   return cal;
 }
 

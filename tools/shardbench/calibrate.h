@@ -13,6 +13,7 @@
 
 #include "tessera/dtensor/redistribute/cost_model.h"
 #include "tools/shardbench/measure.h"
+#include "tools/shardbench/ranks.h"
 
 namespace tessera::shardbench {
 
@@ -41,6 +42,8 @@ struct TensorParallelShare {
 };
 
 struct Calibration {
+  // Where the ranks ran (threads or processes), as calibrated and measured.
+  RankSetup ranks;
   // A line per collective kind and group size; local_bytes_per_s the copy bandwidth.
   dtensor::CostModel model;
   // float32 matmul 512^3 on the default intra-op threads and on one (a rank thread's share); this
@@ -62,7 +65,7 @@ struct Calibration {
   // (the DTensor dispatch a rank pays, no communication): forward + backward, the slowest rank's
   // median. Per share the strategies have.
   std::map<TensorParallelShare, double> tp_share_s;
-  // Forward + backward of `ranks` replicas trained at once on rank threads, each on the batch /
+  // Forward + backward of `ranks` replicas trained at once on the ranks, each on the batch /
   // ranks share (the slowest rank's median): a DP rank's compute as the machine runs it; and
   // their optimizer steps, each over all the parameters (a DP rank's update).
   double replicated_compute_s = 0.0;
@@ -75,7 +78,7 @@ struct Calibration {
 };
 
 // Sweeps every collective kind the strategies issue over the group sizes of their meshes, in
-// `sessions` runs of rank threads, with messages up to `largest` bytes (whole), and times the
+// `sessions` runs of the ranks, with messages up to `largest` bytes (whole), and times the
 // copy bandwidth. Groups of one rank get lines of zeros (a collective on them moves nothing) and
 // are not timed; a sweep whose sizes all come out equal fits latency only (fit_alpha_beta). Both
 // are said in `notes`. The compute figures come from set_compute.

@@ -62,9 +62,10 @@ std::optional<CpuLoad> cpu_load_between(const CpuTimes& start, const CpuTimes& e
 
 CpuLoadMeter::CpuLoadMeter() : start_(read_cpu_times()) {}
 
-std::optional<CpuLoad> CpuLoadMeter::load() const {
-  const std::optional<CpuTimes> now = read_cpu_times();
+std::optional<CpuLoad> CpuLoadMeter::load(double job_cpu_s) const {
+  std::optional<CpuTimes> now = read_cpu_times();
   if (!start_ || !now) return std::nullopt;
+  now->self += job_cpu_s;
   return cpu_load_between(*start_, *now);
 }
 

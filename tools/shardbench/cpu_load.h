@@ -30,8 +30,10 @@ std::optional<CpuTimes> read_cpu_times();
 class CpuLoadMeter {
  public:
   CpuLoadMeter();  // starts the interval
-  // Since construction; nullopt where /proc/stat is unreadable.
-  std::optional<CpuLoad> load() const;
+  // Since construction; nullopt where /proc/stat is unreadable. `job_cpu_s`: the CPU time the
+  // job's other processes on this host took in the interval (a launched run's other ranks),
+  // which is not another process's either.
+  std::optional<CpuLoad> load(double job_cpu_s = 0.0) const;
 
  private:
   std::optional<CpuTimes> start_;

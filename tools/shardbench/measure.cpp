@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
 
-#include "tools/launch.h"
+#include "tools/shardbench/ranks.h"
 
 namespace tessera::shardbench {
 
@@ -234,46 +233,46 @@ double percentile(std::vector<double> v, double p) {
 
 Measurement measure(const Strategy& s, const ModelConfig& c, const RunOptions& o,
                     const std::function<void()>& progress) {
-  std::vector<RankFigures> ranks;
   Measurement m;
+  const auto set_rank0_figures = [&m](const RankFigures& f) {
+    m.forward_steps_s = f.forward;
+    m.backward_steps_s = f.backward;
+    m.optimizer_steps_s = f.optimizer;
+    m.forward_s = median(m.forward_steps_s);
+    m.backward_s = median(m.backward_steps_s);
+    m.optimizer_s = median(m.optimizer_steps_s);
+    m.losses = f.losses;
+  };
   if (s.kind == StrategyKind::Single) {
-    ranks.push_back(train(s, c, o, nullptr, nullptr, progress));
-  } else {
-    ranks.resize(static_cast<size_t>(s.mesh_shape.numel()));
-    std::mutex mutex;
-    double comm_alone = 0;
-    size_t events_per_step = 0;
-    std::vector<CollectiveTotal> collectives;
-    dist::run_threads(
-        static_cast<int>(s.mesh_shape.numel()),
-        [&](dist::ProcessGroupPtr world) {
-          const DeviceMesh mesh(DeviceType::CPU, s.mesh_shape, s.dim_names);
-          const bool rank0 = world->rank() == 0;
-          RankFigures f = train(s, c, o, &mesh, world, rank0 ? progress : std::function<void()>());
-          const double alone = replay(f.issued, mesh, world);
-          std::lock_guard<std::mutex> lock(mutex);
-          comm_alone = std::max(comm_alone, alone);
-          events_per_step = std::max(events_per_step, f.issued.size());
-          if (rank0) collectives = totals(f.issued, &mesh);
-          ranks[static_cast<size_t>(world->rank())] = std::move(f);
-        },
-        tools::rank_threads_options());
-    m.comm_alone_s = comm_alone;
-    m.tracing_s = tracing_seconds_per_event() * static_cast<double>(events_per_step);
-    m.collectives = collectives;
+    const RankFigures f = train(s, c, o, nullptr, nullptr, progress);
+    m.step_s = f.step;
+    m.peak_bytes = f.peak_bytes;
+    set_rank0_figures(f);
+    return m;
   }
-  m.step_s.assign(ranks[0].step.size(), 0.0);
-  for (const RankFigures& f : ranks) {
-    for (size_t i = 0; i < f.step.size(); ++i) m.step_s[i] = std::max(m.step_s[i], f.step[i]);
-    m.peak_bytes = std::max(m.peak_bytes, f.peak_bytes);
-  }
-  m.forward_steps_s = ranks[0].forward;
-  m.backward_steps_s = ranks[0].backward;
-  m.optimizer_steps_s = ranks[0].optimizer;
-  m.forward_s = median(m.forward_steps_s);
-  m.backward_s = median(m.backward_steps_s);
-  m.optimizer_s = median(m.optimizer_steps_s);
-  m.losses = ranks[0].losses;
+  run_ranks(s.mesh_shape.numel(), [&](const dist::ProcessGroupPtr& world) {
+    const DeviceMesh mesh(DeviceType::CPU, s.mesh_shape, s.dim_names);
+    const bool rank0 = world->rank() == 0;
+    const RankFigures f = train(s, c, o, &mesh, world, rank0 ? progress : std::function<void()>());
+    const double alone = replay(f.issued, mesh, world);
+    // The slowest rank's figures, by a collective: on processes no rank can read another's
+    // (Note [One program, both worlds] in ranks.h).
+    std::vector<double> slowest = f.step;
+    slowest.push_back(static_cast<double>(f.peak_bytes));
+    slowest.push_back(alone);
+    slowest.push_back(static_cast<double>(f.issued.size()));
+    const Tensor reduced = from_vector(slowest, {static_cast<int64_t>(slowest.size())});
+    world->all_reduce(reduced, dist::ReduceOp::Max)->wait();
+    if (!rank0) return;
+    slowest = reduced.to_vector<double>();
+    const size_t steps = f.step.size();
+    m.step_s.assign(slowest.begin(), slowest.begin() + static_cast<std::ptrdiff_t>(steps));
+    m.peak_bytes = static_cast<int64_t>(slowest[steps]);
+    m.comm_alone_s = slowest[steps + 1];
+    m.tracing_s = tracing_seconds_per_event() * slowest[steps + 2];
+    m.collectives = totals(f.issued, &mesh);
+    set_rank0_figures(f);
+  });
   return m;
 }
 

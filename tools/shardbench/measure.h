@@ -1,7 +1,7 @@
 #pragma once
-// Measuring a strategy: warm-up steps, then timed AdamW steps on rank threads (the threads
-// backend), with the collectives of a step by kind and mesh dim, peak memory per rank and the
-// losses.
+// Measuring a strategy: warm-up steps, then timed AdamW steps on the run's ranks (rank threads or
+// a launched job's processes: ranks.h), with the collectives of a step by kind and mesh dim, peak
+// memory per rank and the losses.
 
 #include <functional>
 #include <string>

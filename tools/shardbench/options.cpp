@@ -255,6 +255,7 @@ const Flag kFlags[] = {
     {"--ranks", true,
      [](Options& o, const std::string& f, const std::string& v) {
        o.ranks = parse_int(f, v, 1, kMaxRanks);
+       o.ranks_given = true;
      }},
     {"--strategies", true,
      [](Options& o, const std::string&, const std::string& v) {

@@ -12,6 +12,7 @@ namespace tessera::shardbench {
 struct Options {
   ModelConfig model;
   int64_t ranks = 4;
+  bool ranks_given = false;  // --ranks on the command line (a launched run takes the world's)
   std::vector<std::string> strategies{"single", "dp", "tp", "sp", "fsdp", "fsdp_tp"};
   std::string plan_file;  // adds a strategy from a plan file
   RunOptions run;

@@ -117,6 +117,7 @@ std::string table(const ModelConfig& c, const Calibration& cal,
       cal.compute.per_sequence_s * 1e3, cal.batch, cal.small_batch,
       cal.one_thread.optimizer_s * 1e3, cal.replicated_compute_s * 1e3,
       cal.replicated_optimizer_s * 1e3);
+  s += "ranks: " + rank_setup_text(cal.ranks) + "\n";
   if (get_num_threads() == 1) {
     s += "pointwise op on the activations: one intra-op thread, no speedup over one to measure\n";
   } else {
@@ -275,6 +276,13 @@ std::string json(const ModelConfig& c, const Calibration& cal,
   const RankingAgreement ranking = ranking_agreement(results, kRankingMargin);
   JsonObject out;
   out.value("model", model.json())
+      .value("ranks", JsonObject()
+                          .text("backend", cal.ranks.backend)
+                          .integer("ranks", cal.ranks.ranks)
+                          .integer("processes", cal.ranks.processes)
+                          .integer("processes_on_this_host", cal.ranks.processes_on_this_host)
+                          .integer("intra_op_threads_per_rank", cal.ranks.intra_op_threads)
+                          .json())
       .value("calibration", calibration.json())
       .value("strategies", strategies)
       .number("median_prediction_error", median_prediction_error(results))

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <variant>
 
-#include "tools/launch.h"
+#include "tools/shardbench/ranks.h"
 
 namespace tessera::shardbench {
 
@@ -161,56 +161,52 @@ std::string failure_place(const Strategy& s, const PlanTrace& t,
 
 void step_under_plan(const Strategy& s, const ModelConfig& c) {
   const Batch batch = make_batch(c);
-  dist::run_threads(
-      static_cast<int>(s.mesh_shape.numel()),
-      [&](const dist::ProcessGroupPtr&) {
-        const DeviceMesh mesh(DeviceType::CPU, s.mesh_shape, s.dim_names);
-        const std::shared_ptr<nn::Module> model = make_model(c);
-        PlanTrace trace;
-        std::map<std::string, std::string> key_of, kind_of;
-        const auto modules = model->named_modules();
-        for (const auto& [path, m] : modules) {
-          kind_of[path] = m->name();
-          for (const auto& [key, style] : s.plan) {
-            if (!path.empty() &&
-                tessera::detail::plan_key_matches(tessera::detail::split_module_path(key), path))
-              key_of[path] = key;
-          }
-        }
-        // Pre-hooks before the styles' (they see the input before it is converted), hooks after.
-        for (const auto& [path, m] : modules) {
-          if (path.empty()) continue;  // the root's own code: "the forward"
-          m->register_forward_pre_hook([&trace, path](nn::Module&, const Tensor&) {
-            trace.running.push_back(path);
-            return Tensor();
-          });
-        }
-        const RankData data = apply_strategy(s, c, *model, mesh, batch);
-        for (const auto& [path, m] : modules) {
-          if (path.empty()) continue;
-          const bool planned = key_of.count(path) != 0;
-          const std::string key = planned ? key_of.at(path) : "";
-          m->register_forward_hook(
-              [&trace, planned, key](nn::Module&, const Tensor&, const Tensor&) {
-                if (!trace.running.empty()) trace.running.pop_back();
-                if (planned) trace.last_planned = key;
-                return Tensor();
-              });
-        }
-        try {
-          const Tensor output = (*model)(data.input);
-          trace.phase = "loss";
-          const Tensor loss = loss_of(c, output, data.target);
-          trace.phase = "backward";
-          loss.backward();
-        } catch (const CommError&) {
-          throw;  // another rank's failure, which run_threads reports
-        } catch (const Error& e) {
-          TS_CHECK(false, "[tessera-shardbench] ", failure_place(s, trace, key_of, kind_of), ": ",
-                   e.what());
-        }
-      },
-      tools::rank_threads_options());
+  run_ranks(s.mesh_shape.numel(), [&](const dist::ProcessGroupPtr&) {
+    const DeviceMesh mesh(DeviceType::CPU, s.mesh_shape, s.dim_names);
+    const std::shared_ptr<nn::Module> model = make_model(c);
+    PlanTrace trace;
+    std::map<std::string, std::string> key_of, kind_of;
+    const auto modules = model->named_modules();
+    for (const auto& [path, m] : modules) {
+      kind_of[path] = m->name();
+      for (const auto& [key, style] : s.plan) {
+        if (!path.empty() &&
+            tessera::detail::plan_key_matches(tessera::detail::split_module_path(key), path))
+          key_of[path] = key;
+      }
+    }
+    // Pre-hooks before the styles' (they see the input before it is converted), hooks after.
+    for (const auto& [path, m] : modules) {
+      if (path.empty()) continue;  // the root's own code: "the forward"
+      m->register_forward_pre_hook([&trace, path](nn::Module&, const Tensor&) {
+        trace.running.push_back(path);
+        return Tensor();
+      });
+    }
+    const RankData data = apply_strategy(s, c, *model, mesh, batch);
+    for (const auto& [path, m] : modules) {
+      if (path.empty()) continue;
+      const bool planned = key_of.count(path) != 0;
+      const std::string key = planned ? key_of.at(path) : "";
+      m->register_forward_hook([&trace, planned, key](nn::Module&, const Tensor&, const Tensor&) {
+        if (!trace.running.empty()) trace.running.pop_back();
+        if (planned) trace.last_planned = key;
+        return Tensor();
+      });
+    }
+    try {
+      const Tensor output = (*model)(data.input);
+      trace.phase = "loss";
+      const Tensor loss = loss_of(c, output, data.target);
+      trace.phase = "backward";
+      loss.backward();
+    } catch (const CommError&) {
+      throw;  // another rank's failure, which run_ranks reports
+    } catch (const Error& e) {
+      TS_CHECK(false, "[tessera-shardbench] ", failure_place(s, trace, key_of, kind_of), ": ",
+               e.what());
+    }
+  });
 }
 
 }  // namespace
