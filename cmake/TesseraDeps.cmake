@@ -3,7 +3,8 @@
 #
 # TESSERA_DEPS_DIR: when set, Eigen, fmt, Catch2, DLPack, nlohmann-json and xxHash come only from that
 # folder (NO_DEFAULT_PATH), so a build there never mixes in other copies; fmt is then used
-# header-only (FMT_HEADER_ONLY).
+# header-only (FMT_HEADER_ONLY). CLI11, which only the tools use, is found in tools/CMakeLists.txt
+# the same way.
 # TESSERA_ONEDNN=AUTO|ON|OFF: oneDNN's matmul primitive for the CPU float matmul. AUTO uses it
 # when found; without it kernels/cpu/no_onednn_matmul.cpp makes the CPU matmul take another
 # path (OpenBLAS or Eigen for float32). Sets TESSERA_HAS_ONEDNN.

@@ -23,6 +23,7 @@ packages=(
   "libdlpack-dev:DLPack header, to_dlpack / from_dlpack"
   "nlohmann-json3-dev:JSON: checkpoint metadata, the tools' output (tessera-shardbench --json)"
   "libxxhash-dev:XXH3 checksums of checkpoint chunks (header-only use)"
+  "libcli11-dev:CLI11 2.1, the tools' command lines (header-only)"
 )
 
 missing=()

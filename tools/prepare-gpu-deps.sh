@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Copies the header-only dependencies of a Tessera build (Eigen 3.4, fmt 9, Catch2 2.x, DLPack, nlohmann-json, xxHash) from this
+# Copies the header-only dependencies of a Tessera build (Eigen 3.4, fmt 9, Catch2 2.x, DLPack, nlohmann-json, xxHash, CLI11) from this
 # machine's Debian packages into one folder laid out as an install prefix, for a machine that has
 # a compiler, CMake and CUDA but none of these packages and no network (the GPU machine). Point
 # the build at it with -DTESSERA_DEPS_DIR=<folder> (tools/gpu-check.sh does).
@@ -19,11 +19,14 @@ dlpack_include=/usr/include/dlpack
 json_include=/usr/include/nlohmann
 json_cmake=/usr/share/cmake/nlohmann_json
 xxhash_header=/usr/include/xxhash.h
+cli11_include=/usr/include/CLI
+cli11_cmake=/usr/share/cmake/CLI11
 
 for path in "${eigen_include}/Eigen" "${eigen_cmake}/Eigen3Config.cmake" \
   "${fmt_include}/format-inl.h" "${catch2_include}/catch.hpp" "${catch2_cmake}/Catch.cmake" \
   "${catch2_cmake}/CatchAddTests.cmake" "${catch2_cmake}/Catch2ConfigVersion.cmake" \
-  "${dlpack_include}/dlpack.h" "${json_include}/json.hpp" "${json_cmake}/nlohmann_jsonConfig.cmake" "${xxhash_header}"; do
+  "${dlpack_include}/dlpack.h" "${json_include}/json.hpp" "${json_cmake}/nlohmann_jsonConfig.cmake" "${xxhash_header}" \
+  "${cli11_include}/CLI.hpp" "${cli11_cmake}/CLI11Config.cmake" "${cli11_cmake}/CLI11ConfigVersion.cmake"; do
   if [[ ! -e "${path}" ]]; then
     echo "prepare-gpu-deps: ${path} is missing; run tools/install-deps.sh first" >&2
     exit 1
@@ -91,8 +94,13 @@ cp -r "${json_cmake}" "${dest}/share/cmake/nlohmann_json"
 # xxHash: one header, inlined by checkpoint/detail/checksum.cpp (XXH_INLINE_ALL).
 cp "${xxhash_header}" "${dest}/include/xxhash.h"
 
+# CLI11 (the tools' command lines): headers and its package files, which locate them relative to
+# themselves (<prefix>/share/cmake/CLI11).
+cp -r "${cli11_include}" "${dest}/include/CLI"
+cp -r "${cli11_cmake}" "${dest}/share/cmake/CLI11"
+
 # Their licenses travel with them.
-for pkg in libeigen3-dev libfmt-dev catch2 libdlpack-dev nlohmann-json3-dev libxxhash-dev; do
+for pkg in libeigen3-dev libfmt-dev catch2 libdlpack-dev nlohmann-json3-dev libxxhash-dev libcli11-dev; do
   if [[ -f "/usr/share/doc/${pkg}/copyright" ]]; then
     mkdir -p "${dest}/share/doc/${pkg}"
     cp "/usr/share/doc/${pkg}/copyright" "${dest}/share/doc/${pkg}/"
@@ -104,6 +112,7 @@ fmt_version=$(sed -n 's/^# *define FMT_VERSION \([0-9]*\).*/\1/p' "${fmt_include
 json_version=$(sed -n 's/^set(PACKAGE_VERSION "\(.*\)")/\1/p' "${json_cmake}/nlohmann_jsonConfigVersion.cmake")
 dlpack_version=$(sed -n 's/^#define DLPACK_VERSION \([0-9]*\).*/\1/p' "${dlpack_include}/dlpack.h")
 catch2_version=$(sed -n 's/^set(PACKAGE_VERSION "\(.*\)")/\1/p' "${catch2_cmake}/Catch2ConfigVersion.cmake")
+cli11_version=$(sed -n 's/^set(PACKAGE_VERSION "\(.*\)")/\1/p' "${cli11_cmake}/CLI11ConfigVersion.cmake")
 cat >"${dest}/README.md" <<README
 # Tessera's header-only dependencies
 
@@ -118,6 +127,7 @@ tools/gpu-check.sh). Their Debian copyright files are in share/doc/.
 | Catch2 | ${catch2_version} | include/catch2, lib/cmake/Catch2 (Catch2Config.cmake written here) | ${catch2_include}, ${catch2_cmake} |
 | DLPack | ${dlpack_version} (DLPACK_VERSION) | include/dlpack, lib/cmake/dlpack (dlpackConfig.cmake written here) | ${dlpack_include} |
 | nlohmann-json | ${json_version} | include/nlohmann, share/cmake/nlohmann_json | ${json_include}, ${json_cmake} |
+| CLI11 | ${cli11_version} | include/CLI, share/cmake/CLI11 | ${cli11_include}, ${cli11_cmake} |
 
 Not here: oneDNN (TESSERA_ONEDNN=OFF: the CPU matmul uses Eigen) and MPI (TESSERA_MPI=OFF).
 README

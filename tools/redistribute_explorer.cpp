@@ -10,8 +10,9 @@
 #include <tessera/tessera.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <charconv>
-#include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <mutex>
@@ -35,24 +36,29 @@ struct Args {
   std::string to = "R,S1";
   ts::DType dtype = ts::kFloat32;
   int iters = 101;
+  bool help = false;
 };
 
-// Prints `problem` and the usage, and exits 2 (0 for --help, which prints to stdout).
-[[noreturn]] void usage(const std::string& problem, int status = 2) {
-  (status == 0 ? std::cout : std::cerr)
-      << "tessera-redistribute: " << problem << "\n"
+// A mistake in the command line: main prints it above the usage and exits 2.
+struct UsageError {
+  std::string problem;
+};
+
+[[noreturn]] void refuse(const std::string& problem) { throw UsageError{problem}; }
+
+void print_usage(std::ostream& out, const std::string& problem) {
+  out << "tessera-redistribute: " << problem << "\n"
       << "usage: tessera-redistribute --mesh 2x2 --shape 4096x4096 --from S0,R --to R,S1\n"
       << "       [--dtype f32|f64|bf16|f16] [--iters N]\n"
       << "placements: R, S<d>, P or P<op> (Psum Pavg Pmax Pmin), _S<d>:<split_factor>\n";
-  std::exit(status);
 }
 
-// The whole of `s` as an integer in [lo, hi], or usage() naming `what`.
+// The whole of `s` as an integer in [lo, hi], or a UsageError naming `what`.
 int64_t parse_int(const std::string& s, const std::string& what, int64_t lo, int64_t hi) {
   int64_t v = 0;
   const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || error != std::errc() || end != s.data() + s.size() || v < lo || v > hi) {
-    usage(fmt::format("{}: expected an integer in [{}, {}], got \"{}\"", what, lo, hi, s));
+    refuse(fmt::format("{}: expected an integer in [{}, {}], got \"{}\"", what, lo, hi, s));
   }
   return v;
 }
@@ -73,7 +79,7 @@ ts::Shape parse_shape(const std::string& s, const std::string& flag, int64_t min
   try {
     ts::checked_numel(out, flag.c_str());
   } catch (const ts::Error& e) {
-    usage(e.what());
+    refuse(e.what());
   }
   return out;
 }
@@ -90,13 +96,13 @@ ts::Placement parse_placement(const std::string& p) {
   }
   if (p.rfind("_S", 0) == 0) {
     const size_t colon = p.find(':');
-    if (colon == std::string::npos) usage("StridedShard needs _S<d>:<split_factor>, got " + p);
+    if (colon == std::string::npos) refuse("StridedShard needs _S<d>:<split_factor>, got " + p);
     return ts::StridedShard(
         parse_int(p.substr(2, colon - 2), "placement " + p + " dim", -kMaxDim, kMaxDim),
         parse_int(p.substr(colon + 1), "placement " + p + " split factor", 1,
                   std::numeric_limits<int64_t>::max()));
   }
-  usage("unknown placement \"" + p + "\"");
+  refuse("unknown placement \"" + p + "\"");
 }
 
 ts::Placements parse_placements(const std::string& s) {
@@ -116,7 +122,7 @@ ts::DType parse_dtype(const std::string& s) {
   if (s == "f64") return ts::kFloat64;
   if (s == "bf16") return ts::kBFloat16;
   if (s == "f16") return ts::kFloat16;
-  usage("unknown dtype \"" + s + "\"");
+  refuse("unknown dtype \"" + s + "\"");
 }
 
 // Every rank thread holds the source tensor, its shard and the result (about three copies, and
@@ -124,8 +130,8 @@ ts::DType parse_dtype(const std::string& s) {
 void check_fits_in_memory(const Args& a) {
   constexpr int64_t kMaxRanks = 4096;
   if (a.mesh.numel() > kMaxRanks) {
-    usage(fmt::format("--mesh {} has {} ranks; the threads backend runs at most {} rank threads",
-                      a.mesh, a.mesh.numel(), kMaxRanks));
+    refuse(fmt::format("--mesh {} has {} ranks; the threads backend runs at most {} rank threads",
+                       a.mesh, a.mesh.numel(), kMaxRanks));
   }
   const double bytes = static_cast<double>(a.shape.numel()) *
                        static_cast<double>(ts::element_size(a.dtype)) * 3.0 *
@@ -133,49 +139,73 @@ void check_fits_in_memory(const Args& a) {
   const double physical =
       static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   if (bytes > physical) {
-    usage(fmt::format(
+    refuse(fmt::format(
         "--shape {} {} on {} rank threads needs about {:.1f} GiB (three copies per "
         "rank); this machine has {:.1f} GiB",
         a.shape, ts::dtype_name(a.dtype), a.mesh.numel(), bytes / (1 << 30), physical / (1 << 30)));
   }
 }
 
+// The first argument CLI11 did not take (it keeps them in order): an unknown flag or a stray word.
+void refuse_unknown(const std::vector<std::string>& unknown) {
+  if (unknown.empty()) return;
+  const std::string& arg = unknown.front();
+  refuse(arg.rfind('-', 0) == 0 ? "unknown flag " + arg : "unexpected argument '" + arg + "'");
+}
+
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") usage("plans, checks and times one redistribute", 0);
-    if (i + 1 >= argc) usage("missing value after " + flag);
-    const std::string v = argv[++i];
-    if (flag == "--mesh") {
-      a.mesh = parse_shape(v, flag, 1);
-    } else if (flag == "--shape") {
-      a.shape = parse_shape(v, flag, 0);
-    } else if (flag == "--from") {
-      a.from = v;
-    } else if (flag == "--to") {
-      a.to = v;
-    } else if (flag == "--dtype") {
-      a.dtype = parse_dtype(v);
-    } else if (flag == "--iters") {
-      a.iters = static_cast<int>(parse_int(v, flag, 1, 1000000));
-    } else {
-      usage("unknown flag " + flag);
-    }
+  CLI::App app("tessera-redistribute");
+  // The usage text is print_usage's, and the arguments CLI11 does not know are named here,
+  // instead of in its ExtrasError's words.
+  app.set_help_flag();
+  app.allow_extras();
+  // Set, and its value checked, when CLI11 reaches it: the first mistake on the line is the one
+  // said (an unknown flag before it still comes first, below), and a repeated flag's last value
+  // wins.
+  const auto flag = [&app](const char* name, std::function<void(const std::string&)> set) {
+    app.add_option_function<std::string>(name, std::move(set))->trigger_on_parse();
+  };
+  flag("--mesh", [&a](const std::string& v) { a.mesh = parse_shape(v, "--mesh", 1); });
+  flag("--shape", [&a](const std::string& v) { a.shape = parse_shape(v, "--shape", 0); });
+  flag("--from", [&a](const std::string& v) { a.from = v; });
+  flag("--to", [&a](const std::string& v) { a.to = v; });
+  flag("--dtype", [&a](const std::string& v) { a.dtype = parse_dtype(v); });
+  flag("--iters", [&a](const std::string& v) {
+    a.iters = static_cast<int>(parse_int(v, "--iters", 1, 1000000));
+  });
+  app.add_flag("-h,--help", a.help);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ArgumentMismatch&) {
+    refuse_unknown(app.remaining());
+    // CLI11 runs out of values only at the end of the line: the last argument is the flag
+    // ("--mesh" or "--mesh=").
+    const std::string flag_given = argv[argc - 1];
+    refuse("missing value after " + flag_given.substr(0, flag_given.find('=')));
+  } catch (const CLI::ParseError& e) {
+    refuse_unknown(app.remaining());
+    refuse(e.what());
+  } catch (const UsageError&) {
+    refuse_unknown(app.remaining());
+    throw;
   }
-  check_fits_in_memory(a);
+  refuse_unknown(app.remaining());
+  if (!a.help) check_fits_in_memory(a);
   return a;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (!ts::tools::runs_in_this_process("tessera-redistribute")) return 0;
+// The tool, once its command line is read; a mistake in it raises UsageError.
+int explore(int argc, char** argv) {
   const Args args = parse(argc, argv);
+  if (args.help) {
+    print_usage(std::cout, "plans, checks and times one redistribute");
+    return 0;
+  }
   const ts::Placements src = parse_placements(args.from);
   const ts::Placements dst = parse_placements(args.to);
   if (src.size() != args.mesh.size() || dst.size() != args.mesh.size()) {
-    usage(
+    refuse(
         fmt::format("--from and --to need one placement per mesh dim ({} for --mesh {}), got {} "
                     "and {}",
                     args.mesh.size(), args.mesh, src.size(), dst.size()));
@@ -239,4 +269,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!ts::tools::runs_in_this_process("tessera-redistribute")) return 0;
+  try {
+    return explore(argc, argv);
+  } catch (const UsageError& e) {
+    print_usage(std::cerr, e.problem);
+    return 2;
+  }
 }

@@ -407,6 +407,12 @@ TEST_CASE("tessera-checkpoint usage errors exit 2 with one message naming what i
        "consolidate DIR OUT.safetensors"},
       {"consolidate d o x", "[tessera-checkpoint consolidate] unexpected argument 'x'"},
       {"verify --", "[tessera-checkpoint verify] missing DIR"},
+      // What follows a "--" after the last operand is still the command's.
+      {"verify a -- b", "[tessera-checkpoint verify] unexpected argument 'b'"},
+      {"verify a -- -x", "[tessera-checkpoint verify] unexpected argument '-x'"},
+      {"info d verify", "[tessera-checkpoint info] unexpected argument 'verify'"},
+      {"--bogus info d", "[tessera-checkpoint] unknown flag --bogus"},
+      {"bogus info d", "[tessera-checkpoint] unknown command 'bogus'"},
   };
   for (const auto& [args, message] : cases) {
     INFO("tessera-checkpoint " << args);
@@ -449,6 +455,12 @@ TEST_CASE("tessera-checkpoint runtime errors exit 1 with the error message", "[c
   INFO(missing.output);
   CHECK(missing.status == 1);
   CHECK_THAT(missing.output, Catch::Contains("no checkpoint directory " + empty / "nothing"));
+  // A command's name after a command is an operand: a directory named "info".
+  const Run named = test::run_command("cd " + quoted(empty.path()) + " && " +
+                                      TESSERA_CHECKPOINT_CLI + " verify info 2>&1");
+  INFO(named.output);
+  CHECK(named.status == 1);
+  CHECK_THAT(named.output, Catch::Contains("no checkpoint directory info"));
 
   const Globals g;
   TempDir dir;

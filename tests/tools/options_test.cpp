@@ -30,6 +30,14 @@ TEST_CASE("a misspelt flag is an unknown flag whatever follows it", "[shardbench
   CHECK_THROWS_WITH(parse_options(V{"-x"}), Catch::Contains("unknown flag -x"));
   CHECK_THROWS_WITH(parse_options(V{"stray"}), Catch::Contains("unexpected argument 'stray'"));
   CHECK_THROWS_WITH(parse_options(V{"--steps"}), Catch::Contains("--steps expects a value"));
+  // The first mistake on the line is the one said.
+  CHECK_THROWS_WITH(parse_options(V{"--stesp", "2", "--steps", "x"}),
+                    Catch::Contains("unknown flag --stesp"));
+  CHECK_THROWS_WITH(parse_options(V{"--steps", "x", "--stesp", "2"}),
+                    Catch::Contains("--steps expects an integer, got 'x'"));
+  CHECK(parse_options(V{"--steps", "2", "--steps", "3"}).run.steps == 3);
+  CHECK_FALSE(parse_options(V{}).ranks_given);
+  CHECK(parse_options(V{"--ranks", "2"}).ranks_given);
   const Options o = parse_options(V{"--list-modules", "--simulate", "--no-flash-attention",
                                     "--recompute", "--seq", "128", "-h"});
   CHECK(o.list_modules);

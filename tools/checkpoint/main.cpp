@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
+#include <cstddef>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -103,37 +105,22 @@ std::string command_help(const Command& c) {
   return fmt::format("usage: {}\n\n{}: {}.\n{}", synopsis(c), c.name, c.summary, c.details);
 }
 
-// The command's operands from its arguments. "--" ends the flags (a path that starts with '-').
-std::vector<std::string> operands(const Command& c, const std::vector<std::string>& args) {
+// The first argument `c` did not take, from CLI11's list of them in order; "--" ends the flags
+// (a path that starts with '-' is an operand after it).
+void refuse_extras(const Command& c, const std::vector<std::string>& extras) {
   const std::string where = fmt::format("[{} {}]", kTool, c.name);
-  std::vector<std::string> out;
   bool flags = true;
-  for (const std::string& a : args) {
+  for (const std::string& a : extras) {
     if (flags && a == "--") {
       flags = false;
     } else if (flags && a.size() > 1 && a[0] == '-') {
       throw UsageError{fmt::format("{} unknown flag {}; its only flag is --help (-h); usage: {}",
                                    where, a, synopsis(c))};
-    } else if (out.size() == c.operands.size()) {
+    } else {
       throw UsageError{
           fmt::format("{} unexpected argument '{}'; usage: {}", where, a, synopsis(c))};
-    } else {
-      out.push_back(a);
     }
   }
-  if (out.size() < c.operands.size()) {
-    throw UsageError{
-        fmt::format("{} missing {}; usage: {}", where, c.operands[out.size()], synopsis(c))};
-  }
-  return out;
-}
-
-bool asks_help(const std::vector<std::string>& args) {
-  for (const std::string& a : args) {
-    if (a == "--") return false;
-    if (a == "--help" || a == "-h") return true;
-  }
-  return false;
 }
 
 // Under an MPI launcher every process would run the command, and several consolidates would race
@@ -151,35 +138,91 @@ bool runs_in_this_process() {
   return true;
 }
 
-int run(const std::vector<std::string>& args) {
-  if (args.empty()) {
-    throw UsageError{fmt::format("[{}] no command given; valid commands: {}; see {} --help", kTool,
-                                 command_names(), kTool)};
-  }
-  const std::string& name = args[0];
-  if (name == "--help" || name == "-h") {
-    fmt::print("{}", tool_help());
-    return 0;
-  }
-  const Command* command = nullptr;
+// What the command line asks for.
+struct Invocation {
+  bool tool_help = false;
+  const Command* command = nullptr;  // with tool_help false: the command, never null
+  bool command_help = false;
+  std::vector<std::string> operands;
+};
+
+// The command line as CLI11 reads it; UsageError for a mistake in it. --help (-h) wins over the
+// mistakes around it: the tool's over every other, a command's over those in its arguments.
+Invocation read_command_line(int argc, char** argv) {
+  CLI::App app(kTool);
+  // The help texts are ours (tool_help, command_help), and the arguments CLI11 does not take are
+  // named here, in the words of the command they were given to; the commands inherit both.
+  app.set_help_flag();
+  app.allow_extras();
+  // One command: after it, another command's name is an operand (a directory named "info") or
+  // an unexpected argument.
+  app.require_subcommand(0, 1);
+  Invocation in;
+  app.add_flag("-h,--help", in.tool_help);
+  CLI::App* given = nullptr;
+  size_t before_command = 0;  // how many of the tool's unknown arguments precede the command
   for (const Command& c : commands()) {
-    if (name == c.name) command = &c;
+    CLI::App* sub = app.add_subcommand(c.name);
+    sub->add_flag("-h,--help", in.command_help);
+    for (const char* operand : c.operands) sub->add_option(operand);
+    sub->preparse_callback([&, sub](size_t) {
+      in.command = &c;
+      given = sub;
+      before_command = app.remaining().size();
+    });
   }
-  if (command == nullptr && name.size() > 1 && name[0] == '-') {
-    throw UsageError{fmt::format(
-        "[{}] unknown flag {}; the only flag before a command is --help (-h); valid commands: {}",
-        kTool, name, command_names())};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    throw UsageError{fmt::format("[{}] {}; see {} --help", kTool, e.what(), kTool)};
   }
-  if (command == nullptr) {
+  if (in.tool_help) return in;
+  const std::vector<std::string> unknown = app.remaining();
+  const size_t before = given == nullptr ? unknown.size() : before_command;
+  if (before > 0) {
+    const std::string& name = unknown.front();
+    if (name.size() > 1 && name[0] == '-') {
+      throw UsageError{fmt::format(
+          "[{}] unknown flag {}; the only flag before a command is --help (-h); valid commands: "
+          "{}",
+          kTool, name, command_names())};
+    }
     throw UsageError{fmt::format("[{}] unknown command '{}'; valid commands: {}; see {} --help",
                                  kTool, name, command_names(), kTool)};
   }
-  const std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (asks_help(rest)) {
-    fmt::print("{}", command_help(*command));
-    return 0;
+  if (given == nullptr) {
+    throw UsageError{fmt::format("[{}] no command given; valid commands: {}; see {} --help", kTool,
+                                 command_names(), kTool)};
   }
-  command->run(operands(*command, rest));
+  if (in.command_help) return in;
+  std::vector<std::string> extras = given->remaining();
+  if (unknown.size() > before) {
+    // CLI11 hands what follows a "--" after the last operand back to the tool.
+    extras.emplace_back("--");
+    extras.insert(extras.end(), unknown.begin() + static_cast<std::ptrdiff_t>(before),
+                  unknown.end());
+  }
+  refuse_extras(*in.command, extras);
+  for (const char* operand : in.command->operands) {
+    const CLI::Option* value = given->get_option(operand);
+    if (value->count() == 0) {
+      throw UsageError{fmt::format("[{} {}] missing {}; usage: {}", kTool, in.command->name,
+                                   operand, synopsis(*in.command))};
+    }
+    in.operands.push_back(value->results().front());
+  }
+  return in;
+}
+
+int run(int argc, char** argv) {
+  const Invocation in = read_command_line(argc, argv);
+  if (in.tool_help) {
+    fmt::print("{}", tool_help());
+  } else if (in.command_help) {
+    fmt::print("{}", command_help(*in.command));
+  } else {
+    in.command->run(in.operands);
+  }
   return 0;
 }
 
@@ -188,7 +231,7 @@ int run(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   try {
     if (!runs_in_this_process()) return 0;
-    return run(std::vector<std::string>(argv + 1, argv + argc));
+    return run(argc, argv);
   } catch (const UsageError& e) {
     fmt::print(stderr, "{}\n", e.message);
     return 2;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -139,7 +140,8 @@ step, calibrate a cost model on this machine and predict every strategy's step f
   --batch N                 sequences per step (default 8; the MLP takes batch x seq rows)
   --vocab N                 vocabulary (default 2048)
   --dtype f32|f64|bf16      parameters and activations (default f32)
-  --ranks N                 rank threads (default 4)
+  --ranks N                 rank threads (default 4); under mpirun -n N the ranks are the
+                            job's processes (leave it out, or give N)
   --strategies LIST         comma-separated from single, dp, tp, sp, fsdp, fsdp_tp
                             (default all; fsdp_tp is a 2 x ranks/2 mesh "dp" x "tp"; fsdp
                             and fsdp_tp need their "dp" ranks to divide the batch)
@@ -196,8 +198,8 @@ double parse_efficiency(const std::string& value) {
   return v;
 }
 
-// Every flag, in one table: a flag is known before its value is read, so that a misspelt one
-// says so (not that it "expects a value").
+// Every flag, in one table: parse_options gives each to CLI11, and a misspelt flag is compared
+// with their names.
 using Set = void (*)(Options& o, const std::string& flag, const std::string& value);
 struct Flag {
   std::string_view name;
@@ -339,26 +341,53 @@ std::string suggestion(const std::string& flag) {
   return best == nullptr ? "" : "; did you mean " + std::string(best->name) + "?";
 }
 
+// The first argument CLI11 did not take (it keeps them in order): a misspelt flag, with the known
+// one nearest to it, or a stray word.
+void refuse_unknown(const std::vector<std::string>& unknown) {
+  if (unknown.empty()) return;
+  const std::string& arg = unknown.front();
+  TS_CHECK(arg.rfind("-", 0) == 0, "[tessera-shardbench] unexpected argument '", arg,
+           "'; see --help");
+  TS_CHECK(false, "[tessera-shardbench] unknown flag ", arg, suggestion(arg), "; see --help");
+}
+
 }  // namespace
 
 Options parse_options(const std::vector<std::string>& args) {
   Options o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& flag = args[i];
-    const auto known = std::find_if(std::begin(kFlags), std::end(kFlags),
-                                    [&](const Flag& f) { return f.name == flag; });
-    if (known == std::end(kFlags)) {
-      TS_CHECK(flag.rfind("-", 0) == 0, "[tessera-shardbench] unexpected argument '", flag,
-               "'; see --help");
-      TS_CHECK(false, "[tessera-shardbench] unknown flag ", flag, suggestion(flag), "; see --help");
-    }
-    if (!known->takes_value) {
-      known->set(o, flag, "");
-      continue;
-    }
-    TS_CHECK(i + 1 < args.size(), "[tessera-shardbench] ", flag, " expects a value");
-    known->set(o, flag, args[++i]);
+  CLI::App app("tessera-shardbench");
+  // --help is a flag of the table (main prints usage()), and the arguments CLI11 does not know are
+  // named here, with a suggestion, instead of in its ExtrasError's words.
+  app.set_help_flag();
+  app.allow_extras();
+  for (const Flag& f : kFlags) {
+    const std::string name(f.name);
+    const Set set = f.set;
+    // Set, and its value checked, when CLI11 reaches it: the first mistake on the line is the one
+    // said (a misspelt flag before it still comes first, below), and a repeated flag's last value
+    // wins.
+    (f.takes_value ? app.add_option_function<std::string>(
+                         name, [&o, name, set](const std::string& v) { set(o, name, v); })
+                   : app.add_flag_callback(name, [&o, name, set] { set(o, name, ""); }))
+        ->trigger_on_parse();
   }
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 reads from the back
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ArgumentMismatch&) {
+    refuse_unknown(app.remaining());
+    // CLI11 runs out of values only at the end of the line: the last argument is the flag
+    // ("--steps" or "--steps=").
+    const std::string& flag = args.back();
+    TS_CHECK(false, "[tessera-shardbench] ", flag.substr(0, flag.find('=')), " expects a value");
+  } catch (const CLI::ParseError& e) {
+    refuse_unknown(app.remaining());
+    TS_CHECK(false, "[tessera-shardbench] ", e.what(), "; see --help");
+  } catch (const Error&) {
+    refuse_unknown(app.remaining());
+    throw;
+  }
+  refuse_unknown(app.remaining());
   TS_CHECK(o.model.hidden % o.model.heads == 0, "[tessera-shardbench] --heads ", o.model.heads,
            " must divide --hidden ", o.model.hidden);
   return o;
