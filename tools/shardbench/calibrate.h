@@ -51,6 +51,8 @@ struct Calibration {
   double gemm_flops_per_s = 0.0;
   double gemm_flops_one_thread = 0.0;
   int64_t cores = 1;
+  // This machine's memory (machine_memory_bytes), for a cluster made of this run's calibration.
+  double host_memory_bytes = 0.0;
   // How much faster the default intra-op threads run a pointwise op (gelu) on the model's
   // activations than one thread does: the speedup of the work in a step that is not a GEMM.
   double pointwise_speedup = 1.0;

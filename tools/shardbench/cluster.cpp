@@ -6,6 +6,8 @@
 #include <fstream>
 #include <set>
 
+#include "tools/shardbench/measured_cluster.h"
+
 namespace tessera::shardbench {
 
 namespace {
@@ -182,6 +184,7 @@ Cluster cluster_named(const std::string& name_or_path) {
   for (const std::string& p : cluster_presets()) {
     if (p == name_or_path) return cluster_preset(p);
   }
+  if (looks_like_json(name_or_path)) return cluster_from_measured_run(name_or_path);
   return cluster_from_file(name_or_path);
 }
 

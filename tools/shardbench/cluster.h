@@ -43,7 +43,8 @@ std::vector<std::string> cluster_presets();
 // number (compute_efficiency in (0, 1]), a key given twice, a missing key, an unreadable file.
 Cluster cluster_from_file(const std::string& path);
 
-// A preset's name, or else a file's path.
+// A preset's name, or else a file's path: a measured run's JSON (measured_cluster.h) or a
+// cluster file.
 Cluster cluster_named(const std::string& name_or_path);
 
 }  // namespace tessera::shardbench

@@ -86,6 +86,7 @@ int run(const sb::Options& o, const std::vector<sb::Strategy>& strategies) {
     if (!cal) {
       cal = sb::calibrate(meshes, o.run.rounds, largest_message);
       cal->ranks = sb::rank_setup(o.ranks);
+      cal->host_memory_bytes = sb::machine_memory_bytes();
       tessera::dtensor::set_cost_model(cal->model);
     }
     compute_rounds.push_back(sb::time_compute(o.model, o.run, o.ranks, tp_shares));

@@ -175,7 +175,9 @@ TP inside a node) the step time, MFU, tokens/s per GPU, memory per GPU, feasibil
   --cluster NAME|FILE       8xH100 (default), 8xH200, A100 (8xA100 80GB, HDR IB) or a file of
                             "key = value" lines: name, gpus_per_node, intra_node_GBps,
                             intra_node_latency_us, inter_node_GBps (per GPU), inter_node_latency_us,
-                            bf16_TFLOPs, memory_TBps, memory_GB, compute_efficiency (optional)
+                            bf16_TFLOPs, memory_TBps, memory_GB, compute_efficiency (optional);
+                            or the --json of a measured run: this machine, each rank a GPU, from
+                            its calibration (links, GEMM rate, measured efficiency, memory)
   --gpus LIST               GPU counts, comma-separated (default 8,64,512,4096)
   --sim-model NAME          7b (default), 70b (LLaMA-2 shapes), 175b (GPT-3), gpt-1.7b,
                             gpt-3.6b, gpt-7.5b, gpt-18.4b (Megatron-LM's Table 1)

@@ -227,6 +227,7 @@ std::string json(const ModelConfig& c, const Calibration& cal,
   rate("gemm_flops_per_s", cal.gemm_flops_per_s);
   rate("gemm_flops_one_thread", cal.gemm_flops_one_thread);
   rate("copy_bytes_per_s", cal.model.local_bytes_per_s);
+  calibration.number("host_memory_bytes", cal.host_memory_bytes);
   rate("pointwise_speedup", cal.pointwise_speedup);
   calibration.number("compute_fixed_s", cal.compute.fixed_s)
       .number("compute_per_sequence_s", cal.compute.per_sequence_s)

@@ -375,17 +375,23 @@ std::vector<SimResult> simulate(const SimModel& m, const Cluster& c,
 
 namespace {
 
+// A figure of the cluster line in whole units, or three significant digits below 100 (a CPU host
+// taken as a cluster has GEMM rates of a fraction of a TFLOP/s).
+std::string figure(double v) {
+  return v >= 100.0 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v);
+}
+
 std::string setup_text(const SimModel& m, const Cluster& c, const SimOptions& o) {
   const double eff = o.efficiency > 0.0 ? o.efficiency : c.compute_efficiency;
   return fmt::format(
       "simulated: {} ({:.2f} B parameters: {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab "
-      "{}) on {} ({} GPUs per node; NVLink {:.0f} GB/s, IB {:.0f} GB/s per GPU; bf16 {:.0f} "
-      "TFLOP/s at {:.0f}% efficiency; {:.0f} GB); global batch {} x seq {}, micro batch {}{}{}\n",
+      "{}) on {} ({} GPUs per node; NVLink {} GB/s, IB {} GB/s per GPU; bf16 {} "
+      "TFLOP/s at {:.0f}% efficiency; {} GB); global batch {} x seq {}, micro batch {}{}{}\n",
       m.name, static_cast<double>(sim_parameter_count(m)) / 1e9, m.layers, m.hidden, m.heads,
-      m.kv_heads, m.ffn_hidden, m.vocab, c.name, c.gpus_per_node, c.intra_bytes_per_s / 1e9,
-      c.inter_bytes_per_s / 1e9, c.peak_flops / 1e12, 100 * eff, c.memory_bytes / 1e9,
-      o.global_batch, seq_of(m, o), o.micro_batch, o.recompute ? ", full recomputation" : "",
-      o.flash_attention ? "" : ", no flash attention");
+      m.kv_heads, m.ffn_hidden, m.vocab, c.name, c.gpus_per_node, figure(c.intra_bytes_per_s / 1e9),
+      figure(c.inter_bytes_per_s / 1e9), figure(c.peak_flops / 1e12), 100 * eff,
+      figure(c.memory_bytes / 1e9), o.global_batch, seq_of(m, o), o.micro_batch,
+      o.recompute ? ", full recomputation" : "", o.flash_attention ? "" : ", no flash attention");
 }
 
 }  // namespace
