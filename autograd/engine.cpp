@@ -183,10 +183,57 @@ Tensor validate(const Node& producer, size_t index, Tensor grad, const InputMeta
   return grad;
 }
 
+// The callbacks of the backward pass running on this thread (innermost of reentrant ones), null
+// outside one.
+thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+
+// Makes `callbacks` this thread's queue while the pass runs, restoring the outer pass's after.
+class CallbackQueueScope {
+ public:
+  explicit CallbackQueueScope(std::vector<std::function<void()>>* callbacks) : saved_(t_callbacks) {
+    t_callbacks = callbacks;
+  }
+  ~CallbackQueueScope() { t_callbacks = saved_; }
+  CallbackQueueScope(const CallbackQueueScope&) = delete;
+  CallbackQueueScope& operator=(const CallbackQueueScope&) = delete;
+
+ private:
+  std::vector<std::function<void()>>* saved_;
+};
+
+std::vector<Tensor> run_graph(const std::vector<Edge>& roots, std::vector<Tensor> root_grads,
+                              bool keep_graph, bool create_graph, const std::vector<Edge>& outputs);
+
 }  // namespace
+
+void queue_callback(std::function<void()> callback) {
+  TS_CHECK(t_callbacks != nullptr,
+           "[queue_callback] called outside a backward pass; call it from a gradient hook or a "
+           "Function's backward");
+  t_callbacks->push_back(std::move(callback));
+}
 
 std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> root_grads,
                             bool keep_graph, bool create_graph, const std::vector<Edge>& outputs) {
+  std::vector<std::function<void()>> callbacks;
+  std::vector<Tensor> captured;
+  {
+    const CallbackQueueScope scope(&callbacks);
+    captured = run_graph(roots, std::move(root_grads), keep_graph, create_graph, outputs);
+    // Index, not iterators: a callback may queue another.
+    for (size_t i = 0; i < callbacks.size(); ++i) {
+      const std::function<void()> callback = std::move(callbacks[i]);
+      callback();
+    }
+  }
+  return captured;
+}
+
+namespace {
+
+std::vector<Tensor> run_graph(const std::vector<Edge>& roots, std::vector<Tensor> root_grads,
+                              bool keep_graph, bool create_graph,
+                              const std::vector<Edge>& outputs) {
   GradModeScope grad_mode(create_graph);
   auto graph_root = std::make_shared<GraphRoot>(roots, std::move(root_grads));
   Graph g = analyze(graph_root.get());
@@ -258,5 +305,7 @@ std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> 
   }
   return captured;
 }
+
+}  // namespace
 
 }  // namespace tessera::autograd

@@ -7,6 +7,7 @@
 // of several rank threads at once need no locks; the graph each caller owns is the only shared
 // state.
 
+#include <functional>
 #include <vector>
 
 #include "tessera/autograd/node.h"
@@ -21,5 +22,12 @@ namespace tessera::autograd {
 // without keep_graph, each node's saved tensors are released once it ran.
 std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> root_grads,
                             bool keep_graph, bool create_graph, const std::vector<Edge>& outputs);
+
+// Runs `callback` on this thread when the backward pass now running on it has run every node, in
+// the order queued (a callback may queue more); the pass's caller sees their exceptions. As
+// torch's Variable._execution_engine.queue_callback: data parallel waits for its gradient
+// buckets there, after the last gradient hook ran. Only inside a backward pass (a hook, a
+// Function's backward): an Error otherwise. A pass that fails drops its callbacks.
+void queue_callback(std::function<void()> callback);
 
 }  // namespace tessera::autograd

@@ -1,9 +1,12 @@
 // The tape and engine through custom Functions: gradients of chains and diamonds against
 // hand-derived formulas, accumulation, retain_graph, autograd::grad, hooks, detach, grad mode.
 
+#include "tessera/autograd/engine.h"
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "tessera/runtime/autograd_hooks.h"
 #include "tests/autograd/test_functions.h"
@@ -316,6 +319,69 @@ TEST_CASE("any_requires_grad, the runtime's recording check", "[autograd]") {
   CHECK_FALSE(any_requires_grad(c, Tensor(), x.detach()));
   NoGradGuard no_grad;
   CHECK_FALSE(any_requires_grad(x));
+}
+
+}  // namespace
+}  // namespace tessera::autograd_test
+
+namespace tessera::autograd_test {
+namespace {
+
+// queue_callback: what data parallel waits for its buckets in, after the last gradient hook.
+TEST_CASE("callbacks queued in backward run after every node, in order, once",
+          "[autograd][callbacks]") {
+  Tensor x = leaf({0.5, -1.0});
+  Tensor y = leaf({2.0, 3.0});
+  std::vector<std::string> queued, ran;
+  x.register_hook([&](const Tensor& g) {
+    queued.push_back("x");
+    autograd::queue_callback([&] {
+      // Both gradients are in when it runs, whichever hook queued first.
+      CHECK(x.grad().defined());
+      CHECK(y.grad().defined());
+      ran.push_back("x");
+      autograd::queue_callback([&] { ran.push_back("queued by a callback"); });
+    });
+    return g;
+  });
+  y.register_hook([&](const Tensor& g) {
+    queued.push_back("y");
+    autograd::queue_callback([&] { ran.push_back("y"); });
+    return g;
+  });
+  for (int pass = 0; pass < 2; ++pass) {  // each pass queues its own
+    queued.clear();
+    ran.clear();
+    SumFn::apply(MulFn::apply(SquareFn::apply(x), y)).backward();
+    REQUIRE(queued.size() == 2);
+    CHECK(ran == std::vector<std::string>{queued[0], queued[1], "queued by a callback"});
+  }
+}
+
+TEST_CASE("queue_callback outside backward, and a failing pass drops its callbacks",
+          "[autograd][callbacks]") {
+  CHECK_THROWS_WITH(autograd::queue_callback([] {}),
+                    Catch::Contains("[queue_callback] called outside a backward pass"));
+  Tensor x = leaf({1.0, 2.0});
+  int ran = 0;
+  bool fail = true;
+  x.register_hook([&](const Tensor& g) {
+    autograd::queue_callback([&] { ++ran; });
+    if (fail) throw Error("hook failed");
+    return g;
+  });
+  CHECK_THROWS_WITH(SumFn::apply(x).backward(), Catch::Contains("hook failed"));
+  CHECK(ran == 0);
+  fail = false;
+  SumFn::apply(x).backward();
+  CHECK(ran == 1);  // this pass's callback only: the failed pass's is gone
+  // A callback's exception reaches the caller of backward.
+  Tensor z = leaf({1.0});
+  z.register_hook([](const Tensor& g) {
+    autograd::queue_callback([] { throw Error("callback failed"); });
+    return g;
+  });
+  CHECK_THROWS_WITH(SumFn::apply(z).backward(), Catch::Contains("callback failed"));
 }
 
 }  // namespace
