@@ -43,6 +43,35 @@ struct ManagedParam {
   std::shared_ptr<const DTensorSpec> tp_spec;
 };
 
+// An all_gather of a unit's flat shards issued ahead of the unit's call (Note [FSDP prefetch]):
+// the shards it gathers (the autograd input of the call's gather) and the buffer it fills.
+struct PendingGather {
+  Tensor flat;
+  Tensor gathered;
+  dist::WorkPtr work;
+};
+
+struct FsdpState;
+
+// Note [FSDP prefetch]
+// As torch's FSDP2, a unit's all_gather is issued before the unit needs it, so that it runs on the
+// group's progress thread while the previous unit computes: forward, when unit i starts, it
+// issues unit i + 1's gather (asynchronously), and unit i + 1 waits for it instead of gathering;
+// backward, when a resharded unit gathers its parameters again, it issues the same for the unit
+// before it in forward order. The order is the one the first forward ran (recorded by the root
+// unit, the outermost, over its subtree's units): a forward that calls the units in another
+// order stops prefetching for that forward (each unit then gathers for itself) rather than wait
+// for a gather of the wrong unit. At most two units are unsharded at once, the current and the
+// next, as FSDP2. Every rank runs the same module code, so every rank issues the same gathers in
+// the same order on each group.
+struct Schedule {
+  std::vector<std::weak_ptr<FsdpState>> order;  // the units' calls in the first forward
+  bool recorded = false;
+  bool recording = false;
+  bool in_order = true;  // this forward's calls so far follow `order`
+  size_t calls = 0;      // this forward's unit calls so far
+};
+
 struct FsdpState {
   dist::ProcessGroupPtr group;
   FullyShardOptions options;
@@ -52,6 +81,11 @@ struct FsdpState {
   // unsharded from forward to backward, as torch's FSDP2 does: backward would gather them again
   // at once.
   bool inner = false;
+  // The prefetch schedule of the outermost unit this one is in (its own when it is the root).
+  std::shared_ptr<Schedule> schedule = std::make_shared<Schedule>();
+  // Where this unit's call is in schedule->order (its last call there).
+  size_t position = 0;
+  std::shared_ptr<PendingGather> forward_prefetch, backward_prefetch;
 };
 
 int64_t rows_of_rank(const ManagedParam& p, int64_t rank) {
@@ -91,10 +125,23 @@ void copy_parts(const FsdpState& s, const Tensor& gathered, const ManagedParam& 
   }
 }
 
+// Issues the all_gather of `flat` (a unit's flat shards) on the unit's group.
+std::shared_ptr<PendingGather> issue_gather(const FsdpState& s, const Tensor& flat, bool async) {
+  auto g = std::make_shared<PendingGather>();
+  g->flat = flat.contiguous();
+  g->gathered = Tensor::make_empty({s.group->size() * flat.numel()}, flat.dtype(), flat.device());
+  g->work = s.group->all_gather_into_tensor(g->gathered, g->flat, {.async_op = async});
+  return g;
+}
+
+// The gathered buffer of `pending` once its all_gather completed.
+Tensor completed(const std::shared_ptr<PendingGather>& pending) {
+  pending->work->wait();
+  return pending->gathered;
+}
+
 Tensor all_gather_flat(const FsdpState& s, const Tensor& flat) {
-  Tensor out = Tensor::make_empty({s.group->size() * flat.numel()}, flat.dtype(), flat.device());
-  s.group->all_gather_into_tensor(out, flat.contiguous())->wait();
-  return out;
+  return completed(issue_gather(s, flat, /*async=*/false));
 }
 
 // Each rank's flat buffer gathered and cut into the unsharded parameters. Backward writes their
@@ -104,10 +151,12 @@ Tensor all_gather_flat(const FsdpState& s, const Tensor& flat) {
 // parameters and ranks.
 struct GatherUnflatten : autograd::Function<GatherUnflatten> {
   static const char* name() { return "FullyShardAllGather"; }
+  // `prefetched`: the all_gather of `flat` issued ahead (Note [FSDP prefetch]), or null.
   static std::vector<Tensor> forward(autograd::AutogradContext* ctx, const Tensor& flat,
                                      std::shared_ptr<const FsdpState> s,
-                                     std::optional<DType> reduce_dtype) {
-    const Tensor gathered = all_gather_flat(*s, flat);
+                                     std::optional<DType> reduce_dtype,
+                                     std::shared_ptr<PendingGather> prefetched) {
+    const Tensor gathered = prefetched ? completed(prefetched) : all_gather_flat(*s, flat);
     std::vector<Tensor> unsharded;
     for (const ManagedParam& p : s->params) {
       unsharded.push_back(Tensor::make_empty(p.shape, flat.dtype(), flat.device()));
@@ -143,12 +192,61 @@ Tensor as_tensor_parallel(const Tensor& local, const DTensorSpec& spec) {
                              {.shape = spec.shape, .stride = spec.stride});
 }
 
+// Issues the next unit's all_gather ahead of its call (Note [FSDP prefetch]), where this forward
+// follows the recorded order and the next unit has parameters and no gather in flight.
+void prefetch_forward(Schedule& schedule, size_t next) {
+  if (!schedule.recorded || !schedule.in_order || next >= schedule.order.size()) return;
+  const std::shared_ptr<FsdpState> unit = schedule.order[next].lock();
+  if (unit == nullptr || unit->params.empty() || unit->forward_prefetch != nullptr) return;
+  unit->forward_prefetch = issue_gather(*unit, flat_shards(*unit), /*async=*/true);
+}
+
+// A unit's call starts: records it in the first forward, else checks it against the order and
+// prefetches the next unit.
+void on_call(const std::shared_ptr<FsdpState>& s) {
+  Schedule& schedule = *s->schedule;
+  if (!s->inner) {  // the root: a forward starts
+    schedule.recording = !schedule.recorded;
+    schedule.in_order = true;
+    schedule.calls = 0;
+    if (schedule.recording) schedule.order.clear();
+  }
+  const size_t at = schedule.calls++;
+  if (schedule.recording) {
+    s->position = at;
+    schedule.order.push_back(s);
+    return;
+  }
+  if (at >= schedule.order.size() || schedule.order[at].lock() != s) schedule.in_order = false;
+  prefetch_forward(schedule, at + 1);
+}
+
+// The root's forward ended: the order is recorded; a gather prefetched for a call that did not
+// come (the forward took another path) completes now, and its buffer goes.
+void on_forward_end(const FsdpState& root) {
+  Schedule& schedule = *root.schedule;
+  if (schedule.recording) {
+    schedule.recording = false;
+    schedule.recorded = true;
+  }
+  for (const std::weak_ptr<FsdpState>& u : schedule.order) {
+    if (const std::shared_ptr<FsdpState> unit = u.lock(); unit && unit->forward_prefetch) {
+      completed(unit->forward_prefetch);
+      unit->forward_prefetch = nullptr;
+    }
+  }
+}
+
 // Gathers the managed parameters and installs the unsharded ones for this call; returns them.
 std::vector<Tensor> unshard(const std::shared_ptr<FsdpState>& s) {
+  on_call(s);
   if (s->params.empty()) return {};  // a root whose parameters inner fully_shards manage
   const std::optional<DType> reduce =
       s->options.reduce_dtype.has_value() ? s->options.reduce_dtype : s->options.param_dtype;
-  std::vector<Tensor> unsharded = GatherUnflatten::apply(flat_shards(*s), s, reduce);
+  std::shared_ptr<PendingGather> prefetched = std::move(s->forward_prefetch);
+  s->forward_prefetch = nullptr;
+  const Tensor flat = prefetched ? prefetched->flat : flat_shards(*s);
+  std::vector<Tensor> unsharded = GatherUnflatten::apply(flat, s, reduce, prefetched);
   for (size_t i = 0; i < s->params.size(); ++i) {
     const ManagedParam& p = s->params[i];
     const Tensor installed =
@@ -158,12 +256,35 @@ std::vector<Tensor> unshard(const std::shared_ptr<FsdpState>& s) {
   return unsharded;
 }
 
+// Whether backward gathers the unit's parameters again (reshard, below).
+bool resharded(const FsdpState& s) {
+  return s.options.reshard_after_forward && s.inner && !s.params.empty();
+}
+
+// Backward's prefetch (Note [FSDP prefetch]): the all_gather of the resharded unit that backward
+// reaches next, the nearest before `s` in forward order, issued now.
+void prefetch_backward(const FsdpState& s) {
+  const Schedule& schedule = *s.schedule;
+  if (!schedule.recorded || s.position >= schedule.order.size()) return;
+  for (size_t i = s.position; i-- > 0;) {
+    const std::shared_ptr<FsdpState> unit = schedule.order[i].lock();
+    if (unit == nullptr || !resharded(*unit)) continue;
+    if (unit->backward_prefetch == nullptr) {
+      unit->backward_prefetch = issue_gather(*unit, flat_shards(*unit), /*async=*/true);
+    }
+    return;
+  }
+}
+
 // Before backward reaches a resharded call: gathers the shards again into the unsharded tensors
 // forward saved (their memory was released), without a version bump: the values are those
 // saved.
-void refill(const FsdpState& s, const std::vector<Tensor>& unsharded) {
+void refill(FsdpState& s, const std::vector<Tensor>& unsharded) {
   NoGradGuard no_grad;
-  const Tensor gathered = all_gather_flat(s, flat_shards(s));
+  const std::shared_ptr<PendingGather> prefetched = std::move(s.backward_prefetch);
+  s.backward_prefetch = nullptr;
+  const Tensor gathered = prefetched ? completed(prefetched) : all_gather_flat(s, flat_shards(s));
+  prefetch_backward(s);
   for (size_t i = 0; i < s.params.size(); ++i) {
     unsharded[i].storage()->reacquire_memory();
     copy_parts(s, gathered, s.params[i], unsharded[i], /*to_gathered=*/false);
@@ -177,7 +298,8 @@ void reshard(const std::shared_ptr<FsdpState>& s, const std::vector<Tensor>& uns
   for (const ManagedParam& p : s->params) {
     for (const ParamUse& use : p.uses) use.module->restore_parameter(use.name);
   }
-  if (!s->options.reshard_after_forward || !s->inner || unsharded.empty()) return;
+  if (!s->inner) on_forward_end(*s);
+  if (!resharded(*s) || unsharded.empty()) return;
   for (const Tensor& u : unsharded) u.storage()->release_memory();
   if (output.defined() && output.requires_grad()) {
     output.register_hook([s, unsharded](const Tensor&) {
@@ -318,6 +440,7 @@ class Collector {
     if (!visited_.insert(&m).second) return;
     if (!is_root && m.extension(kFsdpKey) != nullptr) {
       std::static_pointer_cast<FsdpState>(m.extension(kFsdpKey))->inner = true;
+      share_schedule(m);
       return;
     }
     for (const auto& [name, t] : m.named_parameters(/*recurse=*/false)) {
@@ -367,6 +490,16 @@ class Collector {
     for (const auto& [name, child] : m.named_children()) {
       check_shared(*child, prefix + name + ".", false, seen);
     }
+  }
+
+  // Every unit in m's subtree, at any depth, prefetches in the order this one records (Note
+  // [FSDP prefetch]).
+  void share_schedule(nn::Module& m) {
+    if (!schedule_shared_.insert(&m).second) return;
+    if (m.extension(kFsdpKey) != nullptr) {
+      std::static_pointer_cast<FsdpState>(m.extension(kFsdpKey))->schedule = state_->schedule;
+    }
+    for (const auto& entry : m.named_children()) share_schedule(*entry.second);
   }
 
   static const ParamUse& owner_use(const FsdpState& unit, const Tensor& t) {
@@ -419,7 +552,7 @@ class Collector {
 
   const DeviceMesh& mesh_;
   std::shared_ptr<FsdpState> state_;
-  std::unordered_set<const nn::Module*> visited_;
+  std::unordered_set<const nn::Module*> visited_, schedule_shared_;
   std::unordered_map<const TensorImpl*, size_t> index_;  // parameter -> its index in params
   std::unordered_set<const FsdpState*> inner_units_;
 };

@@ -12,6 +12,13 @@
 // outermost fully_shard'ed module (the root: fully_shard'ed last, inside no other) keeps its
 // parameters until backward either way, as torch's FSDP2: backward would gather them at once.
 //
+// Prefetch (FSDP2's implicit forward and backward prefetch): from the second forward on, each
+// module's all_gather is issued asynchronously when the module before it in the first forward's
+// order starts, and in backward each resharded module issues the gather of the one backward
+// reaches next before its own reduce_scatter, so that gathers run on the group's progress thread
+// while the ranks compute; at most two modules are unsharded at once (Note [FSDP prefetch] in
+// fully_shard.cpp).
+//
 // 2-D (torch's FSDP2 + TP): fully_shard(m, mesh["dp"]) after parallelize_module(m, mesh["tp"],
 // plan) shards each tensor-parallel shard's rows over dp; the parameters become DTensors on the
 // 2-D mesh (Shard(0) on dp, or StridedShard(0, tp size) when tp shards rows too and dp is the
