@@ -186,19 +186,27 @@ Tensor validate(const Node& producer, size_t index, Tensor grad, const InputMeta
 // The callbacks of the backward pass running on this thread (innermost of reentrant ones), null
 // outside one.
 thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+// Whether that pass returns its gradients (pass_returns_gradients).
+thread_local bool t_returns_gradients = false;
 
 // Makes `callbacks` this thread's queue while the pass runs, restoring the outer pass's after.
 class CallbackQueueScope {
  public:
-  explicit CallbackQueueScope(std::vector<std::function<void()>>* callbacks) : saved_(t_callbacks) {
+  CallbackQueueScope(std::vector<std::function<void()>>* callbacks, bool returns_gradients)
+      : saved_(t_callbacks), saved_returns_(t_returns_gradients) {
     t_callbacks = callbacks;
+    t_returns_gradients = returns_gradients;
   }
-  ~CallbackQueueScope() { t_callbacks = saved_; }
+  ~CallbackQueueScope() {
+    t_callbacks = saved_;
+    t_returns_gradients = saved_returns_;
+  }
   CallbackQueueScope(const CallbackQueueScope&) = delete;
   CallbackQueueScope& operator=(const CallbackQueueScope&) = delete;
 
  private:
   std::vector<std::function<void()>>* saved_;
+  bool saved_returns_;
 };
 
 std::vector<Tensor> run_graph(const std::vector<Edge>& roots, std::vector<Tensor> root_grads,
@@ -213,12 +221,14 @@ void queue_callback(std::function<void()> callback) {
   t_callbacks->push_back(std::move(callback));
 }
 
+bool pass_returns_gradients() { return t_returns_gradients; }
+
 std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> root_grads,
                             bool keep_graph, bool create_graph, const std::vector<Edge>& outputs) {
   std::vector<std::function<void()>> callbacks;
   std::vector<Tensor> captured;
   {
-    const CallbackQueueScope scope(&callbacks);
+    const CallbackQueueScope scope(&callbacks, !outputs.empty());
     captured = run_graph(roots, std::move(root_grads), keep_graph, create_graph, outputs);
     // Index, not iterators: a callback may queue another.
     for (size_t i = 0; i < callbacks.size(); ++i) {

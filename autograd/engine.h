@@ -30,4 +30,9 @@ std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> 
 // Function's backward): an Error otherwise. A pass that fails drops its callbacks.
 void queue_callback(std::function<void()> callback);
 
+// Whether the backward pass running on this thread returns its gradients to the caller
+// (autograd::grad: `outputs` given) rather than accumulating them into the leaves' .grad(): a
+// Function that would hand a gradient to the leaves later, from a callback, must not then.
+bool pass_returns_gradients();
+
 }  // namespace tessera::autograd

@@ -7,6 +7,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "tessera/autograd/engine.h"
 #include "tessera/autograd/function.h"
 #include "tessera/dtensor/dtensor.h"
 #include "tessera/dtensor/parallel/distribute_module.h"
@@ -144,6 +145,30 @@ Tensor all_gather_flat(const FsdpState& s, const Tensor& flat) {
   return completed(issue_gather(s, flat, /*async=*/false));
 }
 
+// Adds each managed parameter's part of this rank's reduced flat buffer (`reduced`, the
+// reduce_scatter's output) into its shard's .grad(), as autograd would have through flat_shards:
+// the padding dropped, in the parameter's shape and dtype, as a DTensor of the parameter's spec.
+void accumulate_into_shards(const FsdpState& s, const Tensor& reduced) {
+  NoGradGuard no_grad;
+  for (const ManagedParam& p : s.params) {
+    if (!p.param.requires_grad()) continue;
+    const DTensor param(p.param);
+    const Tensor local_shard = param.to_local();
+    const Tensor local = reduced.narrow(0, p.offset, local_shard.numel())
+                             .reshape(local_shard.sizes())
+                             .to(local_shard.dtype());
+    const DTensorSpec& spec = param.spec();
+    const Tensor grad = DTensor::from_local(local, spec.mesh, spec.placements,
+                                            {.shape = spec.shape, .stride = spec.stride});
+    Tensor existing = p.param.grad();
+    if (existing.defined()) {
+      existing += grad;
+    } else {
+      p.param.set_grad(grad);
+    }
+  }
+}
+
 // Each rank's flat buffer gathered and cut into the unsharded parameters. Backward writes their
 // gradients into one gathered-layout buffer (zeros where ranks padded) and reduce_scatters it,
 // averaged: each rank's loss is the mean over its own batch, so the average is the gradient of
@@ -180,8 +205,22 @@ struct GatherUnflatten : autograd::Function<GatherUnflatten> {
                  /*to_gathered=*/true);
     }
     Tensor out = Tensor::make_empty({s->flat_numel}, reduce_in, whole.device());
-    s->group->reduce_scatter_tensor(out, whole, dist::ReduceOp::Avg)->wait();
-    return {out.to(dtype)};
+    // Note [FSDP reduce_scatter in flight]: the reduce_scatter runs on the group's progress
+    // thread while backward computes the units before this one; the gradients reach the shards
+    // when the pass has run every node (a callback, in issue order), before backward returns
+    // and so before an optimizer reads them. A pass that returns its gradients (autograd::grad)
+    // or records a graph of them (create_graph) takes them through autograd, waiting here.
+    if (autograd::pass_returns_gradients() || is_grad_enabled()) {
+      s->group->reduce_scatter_tensor(out, whole, dist::ReduceOp::Avg)->wait();
+      return {out.to(dtype)};
+    }
+    const dist::WorkPtr work =
+        s->group->reduce_scatter_tensor(out, whole, dist::ReduceOp::Avg, {.async_op = true});
+    autograd::queue_callback([s, whole, out, work] {
+      work->wait();
+      accumulate_into_shards(*s, out);
+    });
+    return {Tensor()};
   }
 };
 

@@ -17,7 +17,9 @@
 // order starts, and in backward each resharded module issues the gather of the one backward
 // reaches next before its own reduce_scatter, so that gathers run on the group's progress thread
 // while the ranks compute; at most two modules are unsharded at once (Note [FSDP prefetch] in
-// fully_shard.cpp).
+// fully_shard.cpp). Each reduce_scatter is issued asynchronously too, and the gradients reach the
+// shards' .grad() when the backward pass has run every node, before it returns (Note [FSDP
+// reduce_scatter in flight]); hooks registered on the sharded parameters do not see them.
 //
 // 2-D (torch's FSDP2 + TP): fully_shard(m, mesh["dp"]) after parallelize_module(m, mesh["tp"],
 // plan) shards each tensor-parallel shard's rows over dp; the parameters become DTensors on the
