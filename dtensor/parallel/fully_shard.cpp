@@ -1,6 +1,7 @@
 #include "tessera/dtensor/parallel/fully_shard.h"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -71,6 +72,8 @@ struct Schedule {
   bool recording = false;
   bool in_order = true;  // this forward's calls so far follow `order`
   size_t calls = 0;      // this forward's unit calls so far
+  // Completes the units' reduce_scatter in flight in backward, if one is.
+  std::function<void()> reduce_in_flight;
 };
 
 struct FsdpState {
@@ -169,6 +172,24 @@ void accumulate_into_shards(const FsdpState& s, const Tensor& reduced) {
   }
 }
 
+// A unit's reduce_scatter in flight (Note [FSDP reduce_scatter in flight]): its buffers until it
+// completes and its gradients are in the shards.
+struct PendingReduce {
+  std::shared_ptr<const FsdpState> unit;
+  Tensor whole, out;
+  dist::WorkPtr work;
+};
+
+// Completes `r` once: waits, adds its gradients into the shards, lets its buffers go.
+void finish(PendingReduce& r) {
+  if (r.work == nullptr) return;
+  r.work->wait();
+  r.work = nullptr;
+  accumulate_into_shards(*r.unit, r.out);
+  r.whole = Tensor();
+  r.out = Tensor();
+}
+
 // Each rank's flat buffer gathered and cut into the unsharded parameters. Backward writes their
 // gradients into one gathered-layout buffer (zeros where ranks padded) and reduce_scatters it,
 // averaged: each rank's loss is the mean over its own batch, so the average is the gradient of
@@ -214,11 +235,23 @@ struct GatherUnflatten : autograd::Function<GatherUnflatten> {
       s->group->reduce_scatter_tensor(out, whole, dist::ReduceOp::Avg)->wait();
       return {out.to(dtype)};
     }
-    const dist::WorkPtr work =
+    // One reduce_scatter in flight at a time, as FSDP2's: the previous one completes now, so
+    // that its buffers go before this one's are held.
+    Schedule& schedule = *s->schedule;
+    if (schedule.reduce_in_flight) schedule.reduce_in_flight();
+    auto pending = std::make_shared<PendingReduce>();
+    pending->unit = s;
+    pending->whole = whole;
+    pending->out = out;
+    pending->work =
         s->group->reduce_scatter_tensor(out, whole, dist::ReduceOp::Avg, {.async_op = true});
-    autograd::queue_callback([s, whole, out, work] {
-      work->wait();
-      accumulate_into_shards(*s, out);
+    // Weak: the pass's callback owns it (a failed pass drops both).
+    schedule.reduce_in_flight = [weak = std::weak_ptr<PendingReduce>(pending)] {
+      if (const std::shared_ptr<PendingReduce> p = weak.lock()) finish(*p);
+    };
+    autograd::queue_callback([pending, schedule = s->schedule] {
+      finish(*pending);
+      schedule->reduce_in_flight = nullptr;
     });
     return {Tensor()};
   }
