@@ -23,6 +23,7 @@
 #include "tessera/dtensor/parallel/fully_shard.h"
 #include "tessera/dtensor/parallel/local_map.h"
 #include "tessera/dtensor/parallel/parallelize.h"
+#include "tessera/dtensor/parallel/replicate.h"
 #include "tessera/dtensor/placement.h"
 #include "tessera/dtensor/sharding_rule.h"
 #include "tessera/dtensor/spmd_types/collectives.h"

@@ -12,6 +12,7 @@
 #include "tessera/autograd/function.h"
 #include "tessera/dtensor/dtensor.h"
 #include "tessera/dtensor/parallel/distribute_module.h"
+#include "tessera/dtensor/parallel/module_keys.h"
 #include "tessera/dtensor/sharding.h"
 #include "tessera/runtime/dispatch.h"
 #include "tessera/runtime/grad_mode.h"
@@ -21,7 +22,7 @@ namespace tessera {
 
 namespace {
 
-constexpr const char* kFsdpKey = "tessera.fully_shard";
+constexpr const char* kFsdpKey = detail::kFullyShardKey;
 
 // Where a module registers a managed parameter: a tied weight has several (module, name) uses.
 struct ParamUse {
@@ -534,6 +535,11 @@ class Collector {
  private:
   void find_inner_units(nn::Module& m, bool is_root, std::unordered_set<const nn::Module*>& seen) {
     if (!seen.insert(&m).second) return;
+    TS_CHECK(m.extension(detail::kReplicateKey) == nullptr, "[fully_shard] ",
+             is_root ? "this " : "a submodule of this module, a ", m.name(),
+             ", was replicate()'d: its parameters are replicated, and averaged by replicate's "
+             "buckets; a module is either replicated (replicate) or sharded (fully_shard), not "
+             "both");
     if (!is_root && m.extension(kFsdpKey) != nullptr) {
       inner_units_.insert(static_cast<const FsdpState*>(m.extension(kFsdpKey).get()));
     }
