@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "tessera/autograd/optim/adamw_fused.h"
 #include "tessera/runtime/ops.h"
 
 namespace tessera::optim {
@@ -27,6 +28,13 @@ void adamw_update(Tensor param, const Tensor& grad, AdamWState& state,
                   const AdamWOptions& options) {
   state.materialize(param, options);
   ++state.step;
+  const double steps = static_cast<double>(state.step);
+  const double bias_correction1 = 1.0 - std::pow(options.beta1, steps);
+  const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(options.beta2, steps));
+  if (detail::adamw_update_fused(param, grad, state, options, bias_correction1,
+                                 bias_correction2_sqrt)) {
+    return;
+  }
   const Tensor g = options.maximize ? -grad : grad;
   // Decoupled decay: shrink the weights directly instead of adding to the gradient.
   if (options.weight_decay != 0.0) param *= 1.0 - options.lr * options.weight_decay;
@@ -35,10 +43,6 @@ void adamw_update(Tensor param, const Tensor& grad, AdamWState& state,
   state.exp_avg += g * (1.0 - options.beta1);
   state.exp_avg_sq *= options.beta2;
   state.exp_avg_sq += g * g * (1.0 - options.beta2);
-
-  const double steps = static_cast<double>(state.step);
-  const double bias_correction1 = 1.0 - std::pow(options.beta1, steps);
-  const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(options.beta2, steps));
   Tensor second_moment = state.exp_avg_sq;
   if (options.amsgrad) {
     // The running maximum of v itself (not bias-corrected), as PyTorch; materialized on first

@@ -235,6 +235,31 @@ TEST_CASE("float32 parameters are updated in float32", "[optim]") {
   CHECK(got[1] == Approx(-1.9).epsilon(1e-6));
 }
 
+// The one-pass update (autograd/optim/adamw_fused.h) takes contiguous float tensors; a strided
+// parameter takes the op-by-op update. Both round the same operations in the same order.
+TEST_CASE("AdamW's one-pass update equals the op-by-op update", "[optim]") {
+  for (const AdamWOptions& options :
+       {AdamWOptions{.lr = 0.05}, AdamWOptions{.lr = 0.02, .weight_decay = 0.1, .amsgrad = true},
+        AdamWOptions{.lr = 0.01, .weight_decay = 0.0, .maximize = true}}) {
+    manual_seed(3);
+    const Tensor values = randn({5, 3});
+    Tensor dense = values.clone();
+    Tensor strided = values.t().contiguous().t();  // the same values, column-major
+    REQUIRE_FALSE(strided.is_contiguous());
+    optim::AdamWState dense_state, strided_state;
+    for (int step = 0; step < 6; ++step) {
+      const Tensor grad = randn({5, 3});
+      optim::adamw_update(dense, grad, dense_state, options);
+      optim::adamw_update(strided, grad, strided_state, options);
+    }
+    CHECK(dense.to_vector<float>() == strided.contiguous().to_vector<float>());
+    CHECK(dense_state.exp_avg.to_vector<float>() ==
+          strided_state.exp_avg.contiguous().to_vector<float>());
+    CHECK(dense_state.exp_avg_sq.to_vector<float>() ==
+          strided_state.exp_avg_sq.contiguous().to_vector<float>());
+  }
+}
+
 TEST_CASE("update functions work on shards (Note [Optimizer updates on shards])", "[optim]") {
   // Updating each half of a parameter with its half of the gradient and its own state gives the
   // update of the whole, as a DTensor parameter sharded on dim 0 will do.
