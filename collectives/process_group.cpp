@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 
 #include "tessera/collectives/call.h"
 #include "tessera/collectives/staged_work.h"
+#include "tessera/collectives/wait_timer.h"
 
 namespace tessera::dist {
 
@@ -180,7 +182,15 @@ WorkPtr ProcessGroup::issue(Call&& call, const CollectiveOptions& options) {
   }
   event.async_op = call.async_op;
   detail::notify_observers(event);
-  return run(std::move(call));
+  if (!detail::timing_waits()) return run(std::move(call));
+  // The time in the call is time this rank computes nothing (a synchronous call blocks until the
+  // collective is done); an asynchronous one's waits are counted where they are made.
+  const bool async = call.async_op;
+  const auto t0 = std::chrono::steady_clock::now();
+  WorkPtr work = run(std::move(call));
+  detail::add_wait_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return async ? detail::timed_work(std::move(work)) : work;
 }
 
 WorkPtr ProcessGroup::all_reduce(const Tensor& t, ReduceOp op, const CollectiveOptions& options) {

@@ -34,6 +34,12 @@ struct Measurement {
   std::vector<double> forward_steps_s, backward_steps_s, optimizer_steps_s;
   double forward_s = 0, backward_s = 0, optimizer_s = 0;
   double comm_alone_s = 0;  // the step's collectives replayed alone on the same groups
+  // Exposed communication: per timed step the time the least blocked rank spent blocked in
+  // collectives (a synchronous call, a wait on an asynchronous one: dist::CollectiveWaitTimer),
+  // and its median. Communication in flight while a rank computes is not in it; the other ranks'
+  // blocked time also holds their waits for that rank.
+  std::vector<double> exposed_comm_steps_s;
+  double exposed_comm_s = 0;
   std::vector<CollectiveTotal> collectives;
   int64_t peak_bytes = 0;      // the largest over ranks of the tensor memory high-water mark
   std::vector<double> losses;  // per step (warm-up included), the whole batch's

@@ -131,20 +131,20 @@ std::string table(const ModelConfig& c, const Calibration& cal,
         share.degree, parts_text(share.parts, share.degree), share.batch, seconds * 1e3);
   }
   s += fmt::format(
-      "{:<10} {:>9} {:>15} {:>8} {:>8} {:>8} {:>9} {:>10} {:>9} {:>7} {:>9} {:>9}  {}\n",
-      "strategy", "step ms", "p10-p90 ms", "fwd ms", "bwd ms", "opt ms", "comm ms", "predicted",
-      "pred comm", "error", "peak MB", "loss diff",
+      "{:<10} {:>9} {:>15} {:>8} {:>8} {:>8} {:>9} {:>8} {:>10} {:>9} {:>7} {:>9} {:>9}  {}\n",
+      "strategy", "step ms", "p10-p90 ms", "fwd ms", "bwd ms", "opt ms", "comm ms", "exposed",
+      "predicted", "pred comm", "error", "peak MB", "loss diff",
       "collectives per step (rank 0; bytes: whole messages)");
   for (const StrategyResult& r : results) {
     const Measurement& m = r.measured;
     s += fmt::format(
-        "{:<10} {:>9.2f} {:>7.2f}-{:<7.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>9.2f} {:>10.2f} {:>9.2f} "
-        "{:>6.0f}% {:>9.1f} {:>9.1e}  {}{}\n",
+        "{:<10} {:>9.2f} {:>7.2f}-{:<7.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>9.2f} {:>8.2f} {:>10.2f} "
+        "{:>9.2f} {:>6.0f}% {:>9.1f} {:>9.1e}  {}{}\n",
         r.strategy.name, median(m.step_s) * 1e3, percentile(m.step_s, 0.1) * 1e3,
         percentile(m.step_s, 0.9) * 1e3, m.forward_s * 1e3, m.backward_s * 1e3, m.optimizer_s * 1e3,
-        m.comm_alone_s * 1e3, r.predicted.step_s() * 1e3, r.predicted.comm_s * 1e3,
-        100 * relative_error(r), static_cast<double>(m.peak_bytes) / 1e6, r.loss_error,
-        collectives_text(m.collectives),
+        m.comm_alone_s * 1e3, m.exposed_comm_s * 1e3, r.predicted.step_s() * 1e3,
+        r.predicted.comm_s * 1e3, 100 * relative_error(r), static_cast<double>(m.peak_bytes) / 1e6,
+        r.loss_error, collectives_text(m.collectives),
         r.expected == m.collectives || r.strategy.kind == StrategyKind::Plan
             ? ""
             : "  [differs from the formula: " + collectives_text(r.expected) + "]");
@@ -159,7 +159,7 @@ std::string table(const ModelConfig& c, const Calibration& cal,
   };
   s += fmt::format(
       "median |predicted - measured| / measured: {} over {}{}  (comm ms: the step's collectives "
-      "alone on the same groups)\n",
+      "alone on the same groups; exposed: the step's time a rank was blocked in them)\n",
       std::isnan(error) ? "none" : fmt::format("{:.0f}%", 100 * error),
       counted(strategies, "strategy", "strategies"),
       plans == 0 ? "" : " and " + counted(plans, "plan", "plans"));
@@ -261,6 +261,7 @@ std::string json(const ModelConfig& c, const Calibration& cal,
                              .number("backward_s", m.backward_s)
                              .number("optimizer_s", m.optimizer_s)
                              .number("comm_alone_s", m.comm_alone_s)
+                             .number("exposed_comm_s", m.exposed_comm_s)
                              .number("predicted_step_s", r.predicted.step_s())
                              .number("predicted_comm_s", r.predicted.comm_s)
                              .number("predicted_local_s", r.predicted.local_s)
