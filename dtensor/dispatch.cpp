@@ -626,6 +626,14 @@ std::string describe_hook(const Tensor& t) {
   return os.str();
 }
 
+bool same_layout_hook(const Tensor& a, const Tensor& b) {
+  if (typed(a) || typed(b)) return false;
+  const DTensorSpec& x = *meta_of(a).spec;
+  const DTensorSpec& y = *meta_of(b).spec;
+  return x.mesh == y.mesh && x.placements == y.placements && x.shape == y.shape &&
+         x.stride == y.stride;
+}
+
 }  // namespace
 }  // namespace dtensor
 
@@ -636,6 +644,7 @@ void install_distributed_hooks(DistributedHooks& hooks) {
   hooks.wrap_like = dtensor::wrap_like_hook;
   hooks.grad_local = dtensor::grad_local_hook;
   hooks.describe = dtensor::describe_hook;
+  hooks.same_layout = dtensor::same_layout_hook;
 }
 
 void register_sharding(const std::string& op, ShardingRuleFn rule,

@@ -97,6 +97,9 @@ struct DistributedHooks {
   Tensor (*grad_local)(const Tensor& grad, const Tensor& like, const char* op) = nullptr;
   // A one-line description (shape, dtype, placements, mesh, local shape) for printing.
   std::string (*describe)(const Tensor& t) = nullptr;
+  // Whether two distributed tensors are laid out alike (mesh, placements, global shape and
+  // stride; dtypes may differ), so that their local tensors hold the same elements.
+  bool (*same_layout)(const Tensor& a, const Tensor& b) = nullptr;
 };
 // Filled once by install_distributed_hooks, which dtensor/ defines.
 void install_distributed_hooks(DistributedHooks& hooks);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string>
 #include <vector>
 
 #include "tessera/runtime/distributed.h"
@@ -25,10 +24,9 @@ std::vector<Tensor> local_tensors(const std::vector<Tensor>& ts) {
     if (!t.is_distributed()) return {};
   }
   const DistributedHooks& hooks = distributed_hooks();
-  const std::string layout = hooks.describe(param);
   std::vector<Tensor> local{hooks.local(param), hooks.grad_local(ts[1], param, "adamw")};
   for (size_t i = 2; i < ts.size(); ++i) {
-    if (hooks.describe(ts[i]) != layout) return {};
+    if (!hooks.same_layout(ts[i], param)) return {};
     local.push_back(hooks.local(ts[i]));
   }
   return local;
