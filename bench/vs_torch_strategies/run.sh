@@ -82,7 +82,7 @@ fi
 
 read -ra torch_extra <<<"$torch_args"  # --torch-args: words
 
-if [[ -z "$out" ]]; then out="$(mktemp -d /tmp/vs_torch_strategies.XXXXXX)"; fi
+if [[ -z "$out" ]]; then out="$(mktemp -d)"; fi  # a new folder under $TMPDIR or /tmp
 mkdir -p "$out"
 
 # One intra-op thread per rank, as torch_strategies.py sets for each of its processes.
